@@ -1,0 +1,47 @@
+"""attn_lib: the small library under the single-head attention notebook series.
+
+Importing it loads torch only. Plotting (``attn_lib.plotting``) and dashboards
+(``attn_lib.widgets``) import matplotlib and ipywidgets and are imported
+explicitly by the notebooks that use them.
+
+Shape legend: B batch, H heads, L_q query length, L_k key length,
+d_model model width, d_k query/key width, d_v value width.
+"""
+
+from .chunked import chunked_attention
+from .core import SingleHeadAttention, scaled_dot_product_attention
+from .masks import (
+    causal_mask,
+    combine_masks,
+    padding_mask,
+    to_additive,
+    to_key_padding_mask,
+    to_multihead_attn_mask,
+    to_sdpa_mask,
+)
+from .positional import sinusoidal_positional_encoding
+from .shapes import MaskError, ShapeError, shape_trace
+from .softmax import entropy, naive_softmax, softmax_jacobian, stable_softmax
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MaskError",
+    "ShapeError",
+    "SingleHeadAttention",
+    "causal_mask",
+    "chunked_attention",
+    "combine_masks",
+    "entropy",
+    "naive_softmax",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "shape_trace",
+    "sinusoidal_positional_encoding",
+    "softmax_jacobian",
+    "stable_softmax",
+    "to_additive",
+    "to_key_padding_mask",
+    "to_multihead_attn_mask",
+    "to_sdpa_mask",
+]

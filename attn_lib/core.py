@@ -1,0 +1,238 @@
+"""Scaled dot-product attention and the article's single-head module.
+
+Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V        (Vaswani et al. 2017, eq. 1)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .shapes import (
+    ShapeError,
+    check_dropout_p,
+    check_finite,
+    check_float_tensor,
+    check_mask,
+    check_qkv,
+    check_scale,
+    fmt_shape,
+)
+
+__all__ = ["SingleHeadAttention", "scaled_dot_product_attention"]
+
+
+def _check_fill_value(fill_value: object) -> float:
+    if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
+        raise TypeError(
+            f"fill_value must be a number (e.g. -1e9 or float('-inf')) or None, "
+            f"got {type(fill_value).__name__}."
+        )
+    fill_value = float(fill_value)
+    if math.isnan(fill_value):
+        raise ValueError("fill_value is NaN; every masked score would turn the row into NaN.")
+    return fill_value
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    scale: float | None = None,
+    fill_value: float | None = None,
+    dropout_p: float = 0.0,
+    training: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q Kᵀ · scale) V with a keep-mask, returning the output and the weights.
+
+    Args:
+        query: (..., L_q, d_k), floating point; ``...`` is nothing, (B,) or (B, H).
+        key: (..., L_k, d_k), same dtype and leading dims.
+        value: (..., L_k, d_v), same dtype and leading dims.
+        mask: keep-mask, True (or 1) = may attend, False (or 0) = blocked; bool or
+            integer 0/1. 2-D means (L_q, L_k); otherwise it has the scores' rank with
+            each dim equal to the scores' or 1: (B, 1, L_k) padding, (B, L_q, L_k),
+            (B, 1, 1, L_k) with heads. See attn_lib.padding_mask / causal_mask.
+        scale: multiplier of the scores (dimensionless); default 1/√d_k with
+            d_k = query.size(-1), as in PyTorch. Pass 1.0 for no scaling.
+        fill_value: None (default) fills blocked scores with a value safe for the
+            dtype (torch.finfo(dtype).min), and a query row whose keys are all blocked
+            gets zero weights and a zero output, as F.scaled_dot_product_attention
+            does. A number (-1e9, float('-inf'), 0, …) does exactly what the article's
+            ``scores.masked_fill(mask == 0, fill_value)`` does, NaN and errors
+            included: -inf turns a fully masked row into NaN, -1e9 into a uniform
+            row, 0 does not mask at all, and -1e9 cannot be stored in float16.
+        dropout_p: probability of zeroing a weight, in [0, 1); applied after the
+            softmax, before V, only when ``training`` (inverted dropout: kept weights
+            are divided by 1 - p, so rows sum to 1 only in expectation).
+        training: apply dropout or not.
+
+    Returns:
+        output: (..., L_q, d_v), query's dtype.
+        weights: (..., L_q, L_k), the weights that multiplied V (after dropout):
+            each row ≥ 0 and sums to 1, or is all zeros for a row with no allowed key.
+
+    Raises:
+        TypeError: non-float or mixed-dtype inputs, a float-typed mask, a bad scale,
+            fill_value or dropout_p type.
+        ShapeError: ranks outside 2..4 or unequal, d_k or L_k mismatches, batch dims
+            that differ.
+        MaskError: a float mask, a mask that does not fit the scores (a (B, L_k)
+            padding mask not unsqueezed, a lower-rank mask), or one that blocks
+            every key for every query.
+        ValueError: NaN/inf in the inputs, scale not finite or ≤ 0, dropout_p not in
+            [0, 1), fill_value NaN.
+        RuntimeError: an explicit fill_value that the dtype cannot hold (as masked_fill).
+
+    Source: Vaswani et al. 2017, eq. (1); article sections 2.3 and 3.2;
+        torch.nn.functional.scaled_dot_product_attention (scale and masking conventions).
+    """
+    shapes = check_qkv(query, key, value)
+    scale = 1.0 / math.sqrt(shapes.d_k) if scale is None else check_scale(scale)
+    dropout_p = check_dropout_p(dropout_p)
+    if fill_value is not None:
+        fill_value = _check_fill_value(fill_value)
+    keep = None if mask is None else check_mask(mask, shapes.scores)
+
+    # Scaling the query (L_q × d_k numbers) instead of the scores (L_q × L_k) is the
+    # same product and saves a full pass over the score matrix.
+    scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., L_q, L_k)
+
+    if keep is None:
+        weights = torch.softmax(scores, dim=-1)  # (..., L_q, L_k)
+    elif fill_value is not None:
+        # The article's line, verbatim in spirit: whatever the fill does, it does.
+        try:
+            scores = scores.masked_fill(~keep, fill_value)
+        except RuntimeError as err:
+            raise RuntimeError(
+                f"fill_value={fill_value:g} cannot be stored in {scores.dtype} (its largest "
+                f"magnitude is {torch.finfo(scores.dtype).max:g}); this is what masked_fill "
+                f"does with the article's -1e9 in float16. Leave fill_value=None for a "
+                f"fill that is safe in every dtype. (PyTorch said: {err})"
+            ) from err
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        # finfo.min is finite in every dtype: exp(min - row max) underflows to exactly 0
+        # for any row with an allowed key, and no NaN is ever formed.
+        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+        weights = torch.softmax(scores, dim=-1)
+        has_key = keep.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1)
+        if not bool(has_key.all()):
+            # A row whose keys are all blocked came out uniform; make it zero, like SDPA.
+            weights = weights.masked_fill(~has_key, 0.0)
+
+    if dropout_p > 0.0 and training:
+        weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)
+    output = torch.matmul(weights, value)  # (..., L_q, d_v)
+    return output, weights
+
+
+class SingleHeadAttention(nn.Module):
+    """The article's single-head self-attention module (section 3.2).
+
+    Q = x W_Qᵀ, K = x W_Kᵀ, V = x W_Vᵀ, then softmax(Q Kᵀ / √d_k) V.
+    ``nn.Linear(d_model, d_k).weight`` is stored as (d_k, d_model) and applied as
+    x @ weight.T; the article writes the same matrix as (d_model, d_k).
+
+    Args:
+        d_model: width of the input x.
+        d_k: width of queries and keys (the article takes d_k = d_model; a convention).
+        bias: give W_Q, W_K, W_V a bias (default False, as in the article; note that
+            ``nn.Linear`` itself defaults to bias=True).
+        dropout: probability of dropping a weight after softmax, in training mode only.
+        d_v: width of values and of the output; default d_k.
+
+    Attributes:
+        W_Q, W_K: nn.Linear(d_model, d_k). W_V: nn.Linear(d_model, d_v).
+
+    Raises:
+        TypeError / ValueError: a width that is not an int ≥ 1, a bad dropout.
+
+    Source: article section 3.2; Vaswani et al. 2017, sec. 3.2.1.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        d_k: int,
+        *,
+        bias: bool = False,
+        dropout: float = 0.0,
+        d_v: int | None = None,
+    ) -> None:
+        super().__init__()
+        d_v = d_k if d_v is None else d_v
+        for name, n in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise TypeError(f"{name} must be an int, got {type(n).__name__}.")
+            if n < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {n}.")
+        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v
+        self.dropout = check_dropout_p(dropout)
+        self.W_Q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_K = nn.Linear(d_model, d_k, bias=bias)
+        self.W_V = nn.Linear(d_model, d_v, bias=bias)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}, dropout={self.dropout}"
+
+    def _check_input(self, name: str, x: torch.Tensor) -> None:
+        check_float_tensor(name, x)
+        if x.dim() not in (2, 3):
+            raise ShapeError(
+                f"{name} has shape {fmt_shape(x.shape)}; SingleHeadAttention takes (L, d_model) "
+                f"or (B, L, d_model) with d_model = {self.d_model}."
+            )
+        if x.shape[-1] != self.d_model:
+            raise ShapeError(
+                f"{name} has shape {fmt_shape(x.shape)}, whose last dim {x.shape[-1]} should be "
+                f"d_model = {self.d_model} (the module was built as "
+                f"SingleHeadAttention({self.d_model}, {self.d_k})). Check the embedding width "
+                f"or build the module with d_model={x.shape[-1]}."
+            )
+        check_finite(name, x)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        return_attn: bool = False,
+        *,
+        context: torch.Tensor | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Attend from x to x (self-attention), or from x to ``context`` (cross-attention).
+
+        Args:
+            x: (L_q, d_model) or (B, L_q, d_model), floating point: the queries' source.
+            mask: keep-mask as in :func:`scaled_dot_product_attention`:
+                (L_q, L_k), (B, 1, L_k) or (B, L_q, L_k).
+            return_attn: also return the weights.
+            context: (B, L_k, d_model), the keys' and values' source; default x.
+
+        Returns:
+            output (…, L_q, d_v), and with ``return_attn`` the weights (…, L_q, L_k)
+            that multiplied V (after dropout in training mode).
+
+        Raises:
+            ShapeError, MaskError, TypeError, ValueError: as scaled_dot_product_attention,
+                and when x's last dim is not d_model.
+        """
+        self._check_input("x", x)
+        source = x
+        if context is not None:
+            self._check_input("context", context)
+            source = context
+        Q = self.W_Q(x)  # (B, L_q, d_k)
+        K = self.W_K(source)  # (B, L_k, d_k)
+        V = self.W_V(source)  # (B, L_k, d_v)
+        output, weights = scaled_dot_product_attention(
+            Q, K, V, mask, dropout_p=self.dropout, training=self.training
+        )  # (B, L_q, d_v), (B, L_q, L_k)
+        if return_attn:
+            return output, weights
+        return output

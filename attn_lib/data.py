@@ -1,0 +1,429 @@
+"""The article's worked example as data, and pure functions the dashboards draw.
+
+Article section 3.1 builds one small example and every later section reuses it:
+``torch.manual_seed(42)``, then ``x = torch.randn(2, 4, 8)``, then
+``SingleHeadAttention(8, 8)``. :func:`article_example` rebuilds exactly that
+(same numbers as the article's code, run in that order) without touching the
+caller's random state, and :func:`example_setting` computes the attention
+weights of one dashboard setting from it. Torch only: no plotting here.
+
+Shape legend: B batch, L_q query length, L_k key length, d_model, d_k, d_v.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+
+import torch
+
+from .core import SingleHeadAttention, scaled_dot_product_attention
+from .masks import causal_mask, padding_mask
+from .shapes import ShapeError
+
+__all__ = [
+    "ARTICLE_BATCH",
+    "ARTICLE_D_K",
+    "ARTICLE_D_MODEL",
+    "ARTICLE_QUERY",
+    "ARTICLE_SEED",
+    "ARTICLE_SEQ_LEN",
+    "EXAMPLE_LENGTHS",
+    "KEY_FEATURES",
+    "MASK_CHOICES",
+    "QKV_SENTENCE",
+    "VALUE_FEATURES",
+    "WORD_ORDER_PAIRS",
+    "ArticleExample",
+    "Library",
+    "Sentence",
+    "SettingResult",
+    "article_example",
+    "embed",
+    "embedding_table",
+    "example_mask",
+    "example_setting",
+    "library_books",
+    "library_query",
+    "qkv_sentence",
+    "short_and_long_tokens",
+    "tokenize",
+]
+
+ARTICLE_SEED = 42
+ARTICLE_BATCH = 2
+ARTICLE_SEQ_LEN = 4
+ARTICLE_D_MODEL = 8
+ARTICLE_D_K = 8
+# Real lengths used for the padding example: element 0 is full, element 1 has 2 real tokens.
+EXAMPLE_LENGTHS = (4, 2)
+MASK_CHOICES = ("none", "padding", "causal")
+
+
+@dataclass(frozen=True)
+class ArticleExample:
+    """The article's input and module, with the projections it computes.
+
+    Attributes:
+        x: (B, L, d_model) = (2, 4, 8), float32, the input.
+        model: SingleHeadAttention(8, 8), no bias, in eval mode.
+        Q, K: (B, L, d_k) = (2, 4, 8), float32, x projected by W_Q and W_K.
+        V: (B, L, d_v) = (2, 4, 8), float32, x projected by W_V.
+
+    Source: article section 3.1.
+    """
+
+    x: torch.Tensor
+    model: SingleHeadAttention
+    Q: torch.Tensor
+    K: torch.Tensor
+    V: torch.Tensor
+
+
+def article_example() -> ArticleExample:
+    """Rebuild the article's worked example: seed 42, x = randn(2, 4, 8), then the module.
+
+    The global random state is saved and restored, so calling this does not
+    change what the caller's next ``torch.randn`` returns.
+
+    Returns:
+        ArticleExample with x (2, 4, 8), the module and its Q, K, V (2, 4, 8),
+        all float32, computed without gradients.
+
+    Source: article section 3.1 (the setup) and 3.3 (the module call).
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(ARTICLE_SEED)
+        # Same order as the article: first the input, then the module's weights.
+        x = torch.randn(ARTICLE_BATCH, ARTICLE_SEQ_LEN, ARTICLE_D_MODEL)  # (B, L, d_model)
+        model = SingleHeadAttention(ARTICLE_D_MODEL, ARTICLE_D_K).eval()
+    with torch.no_grad():
+        Q = model.W_Q(x)  # (B, L, d_k)
+        K = model.W_K(x)  # (B, L, d_k)
+        V = model.W_V(x)  # (B, L, d_v)
+    return ArticleExample(x=x, model=model, Q=Q, K=K, V=V)
+
+
+def example_mask(mask: str, L: int = ARTICLE_SEQ_LEN) -> torch.Tensor | None:
+    """The keep-mask of a named setting, shaped to broadcast over (B, L, L) scores.
+
+    Args:
+        mask: "none", "padding" (lengths :data:`EXAMPLE_LENGTHS`) or "causal".
+        L: sequence length; for "padding" it must be at least max(EXAMPLE_LENGTHS).
+
+    Returns:
+        None, a bool (B, 1, L) padding mask, or a bool (L, L) causal mask.
+
+    Raises:
+        ValueError: an unknown mask name.
+
+    Source: article section 4.1 (padding and future masks).
+    """
+    if mask == "none":
+        return None
+    if mask == "padding":
+        return padding_mask(list(EXAMPLE_LENGTHS), max_len=L)  # (B, 1, L)
+    if mask == "causal":
+        return causal_mask(L)  # (L, L)
+    raise ValueError(f"mask must be one of {MASK_CHOICES}, got {mask!r}.")
+
+
+@dataclass(frozen=True)
+class SettingResult:
+    """What a dashboard shows for one setting of the article's example.
+
+    Attributes:
+        batch_index: which batch element (0 or 1).
+        mask: "none", "padding" or "causal".
+        scaled: True for scores ÷ √d_k, False for raw dot products.
+        weights: (L_q, L_k) = (4, 4), float32, the attention weights of that element.
+        row_sums: (L_q,) = (4,), float32, each row's sum (1 for every row here).
+        keep: (L_q, L_k) bool, True where the query may attend to the key.
+        key_labels: one tick label per key position; "2 (pad)" for a padded key.
+
+    Source: article sections 3.3 and 4.1.
+    """
+
+    batch_index: int
+    mask: str
+    scaled: bool
+    weights: torch.Tensor
+    row_sums: torch.Tensor
+    keep: torch.Tensor
+    key_labels: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        """A one-line description of the setting, for figure titles."""
+        scaling = "scores ÷ √d_k" if self.scaled else "no scaling"
+        return f"sequence {self.batch_index} · mask: {self.mask} · {scaling}"
+
+
+def example_setting(batch_index: int = 0, mask: str = "none", scaled: bool = True) -> SettingResult:
+    """Attention weights of the article's example for one (batch element, mask, scaling) setting.
+
+    A pure function of its arguments: same arguments, same numbers. Each of the
+    12 settings is computed once and remembered (a dashboard asks for them again
+    and again); the tensors returned are fresh copies, safe to modify.
+
+    Args:
+        batch_index: 0 or 1, the batch element to return.
+        mask: "none", "padding" (lengths (4, 2): element 1 has two padded keys)
+            or "causal".
+        scaled: divide the scores by √d_k (the article's module) or not.
+
+    Returns:
+        SettingResult with weights (4, 4), row_sums (4,), keep (4, 4).
+
+    Raises:
+        ValueError: batch_index not 0 or 1, or an unknown mask name.
+        TypeError: scaled not a bool.
+
+    Source: article sections 3.2 and 4.1; Vaswani et al. 2017, eq. (1).
+    """
+    if isinstance(batch_index, bool) or batch_index not in range(ARTICLE_BATCH):
+        raise ValueError(f"batch_index must be 0 or 1, got {batch_index!r}.")
+    if not isinstance(scaled, bool):
+        raise TypeError(f"scaled must be True or False, got {scaled!r}.")
+    if mask not in MASK_CHOICES:
+        raise ValueError(f"mask must be one of {MASK_CHOICES}, got {mask!r}.")
+    cached = _example_setting(batch_index, mask, scaled)
+    return replace(
+        cached,
+        weights=cached.weights.clone(),
+        row_sums=cached.row_sums.clone(),
+        keep=cached.keep.clone(),
+    )
+
+
+@cache
+def _example_setting(batch_index: int, mask: str, scaled: bool) -> SettingResult:
+    ex = article_example()
+    keep = example_mask(mask)
+    scale = 1.0 / math.sqrt(ex.Q.shape[-1]) if scaled else 1.0
+    _, weights = scaled_dot_product_attention(ex.Q, ex.K, ex.V, keep, scale=scale)  # (B, L, L)
+    L = ARTICLE_SEQ_LEN
+    full_keep = torch.ones(ARTICLE_BATCH, L, L, dtype=torch.bool)
+    if keep is not None:
+        full_keep = full_keep & keep  # (B, L, L)
+    w = weights[batch_index]  # (L_q, L_k)
+    labels = tuple(
+        f"{j} (pad)" if mask == "padding" and j >= EXAMPLE_LENGTHS[batch_index] else str(j)
+        for j in range(L)
+    )
+    return SettingResult(
+        batch_index=batch_index,
+        mask=mask,
+        scaled=scaled,
+        weights=w,
+        row_sums=w.sum(dim=-1),  # (L_q,)
+        keep=full_keep[batch_index],
+        key_labels=labels,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Notebook 01: the library analogy (article sections 1.1 and 2.1)
+# ---------------------------------------------------------------------------
+
+# A key says how the catalogue describes a book (the article: its title and index);
+# a value is what is inside it (the article: the book's content).
+KEY_FEATURES = ("maths", "deep learning", "history", "cooking")
+VALUE_FEATURES = ("equations", "code", "dates", "recipes", "stories")
+
+# title; key over KEY_FEATURES (0 = not about it, 1 = all about it);
+# value over VALUE_FEATURES (share of the book's pages, summing to 1).
+_BOOKS = (
+    ("Mathematics for Deep Learning", (0.9, 0.9, 0.0, 0.0), (0.6, 0.3, 0.0, 0.0, 0.1)),
+    ("Linear Algebra", (1.0, 0.1, 0.0, 0.0), (0.9, 0.0, 0.0, 0.0, 0.1)),
+    ("Deep Learning in Practice", (0.3, 1.0, 0.0, 0.0), (0.1, 0.8, 0.0, 0.0, 0.1)),
+    ("A History of AI", (0.1, 0.6, 0.9, 0.0), (0.0, 0.1, 0.4, 0.0, 0.5)),
+    ("The Silk Road", (0.0, 0.0, 1.0, 0.2), (0.0, 0.0, 0.5, 0.1, 0.4)),
+    ("Home Cooking", (0.0, 0.0, 0.1, 1.0), (0.0, 0.0, 0.0, 0.8, 0.2)),
+    ("Kitchen Chemistry", (0.5, 0.0, 0.0, 0.8), (0.3, 0.0, 0.0, 0.5, 0.2)),
+)
+
+# The article's reader wants "a book on the mathematical foundations of deep learning".
+ARTICLE_QUERY = {"maths": 1.0, "deep learning": 1.0}
+
+
+@dataclass(frozen=True)
+class Library:
+    """A small library for notebook 01: n_books = 7, d_k = 4 key features, d_v = 5 value features.
+
+    Attributes:
+        titles: one per book.
+        key_features: the names of the key columns (:data:`KEY_FEATURES`).
+        value_features: the names of the value columns (:data:`VALUE_FEATURES`).
+        keys: (n_books, d_k) float32 in [0, 1], how the catalogue describes each book.
+        values: (n_books, d_v) float32, each row the shares of a book's pages (sum 1), so
+            any blend with weights summing to 1 is again a set of shares.
+    """
+
+    titles: tuple[str, ...]
+    key_features: tuple[str, ...]
+    value_features: tuple[str, ...]
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+def library_books() -> Library:
+    """The books of notebook 01's library, keys and values as tensors.
+
+    Returns:
+        :class:`Library` with keys (7, 4) and values (7, 5), float32.
+
+    Source: article section 1.1 (the library) and 2.1 (Q: the need, K: title and
+        index, V: the content).
+    """
+    return Library(
+        titles=tuple(title for title, _, _ in _BOOKS),
+        key_features=KEY_FEATURES,
+        value_features=VALUE_FEATURES,
+        keys=torch.tensor([key for _, key, _ in _BOOKS]),  # (n_books, d_k)
+        values=torch.tensor([value for _, _, value in _BOOKS]),  # (n_books, d_v)
+    )
+
+
+def library_query(features: Mapping[str, float] | None = None) -> torch.Tensor:
+    """A query vector over :data:`KEY_FEATURES` from named amounts; missing features are 0.
+
+    Args:
+        features: e.g. {"maths": 1.0, "deep learning": 0.5}; default :data:`ARTICLE_QUERY`.
+
+    Returns:
+        (d_k,) = (4,), float32.
+
+    Raises:
+        ValueError: an unknown feature name, or an amount that is not a finite number.
+
+    Source: article section 1.1.
+    """
+    features = ARTICLE_QUERY if features is None else features
+    unknown = [name for name in features if name not in KEY_FEATURES]
+    if unknown:
+        raise ValueError(f"unknown feature(s) {unknown}; the key features are {KEY_FEATURES}.")
+    amounts = [float(features.get(name, 0.0)) for name in KEY_FEATURES]
+    if not all(math.isfinite(a) for a in amounts):
+        raise ValueError(f"feature amounts must be finite numbers, got {dict(features)}.")
+    return torch.tensor(amounts)  # (d_k,)
+
+
+# ---------------------------------------------------------------------------
+# Notebooks 01 and 02: sentences and deterministic token embeddings
+# ---------------------------------------------------------------------------
+
+# The same tokens in two orders (article section 1.2). The English "I love you" /
+# "you love me" would not do: "I" and "me" are different tokens.
+WORD_ORDER_PAIRS = (("我爱你", "你爱我"), ("dog bites man", "man bites dog"))
+# Notebook 02's sentence: seven distinct tokens.
+QKV_SENTENCE = "a small cat sat on the mat"
+
+
+def tokenize(sentence: str) -> tuple[str, ...]:
+    """Split a sentence into tokens: on whitespace if it has any, else one token per character.
+
+    So "dog bites man" → ("dog", "bites", "man") and "我爱你" → ("我", "爱", "你").
+
+    Raises:
+        TypeError: not a str. ValueError: no tokens (an empty or blank sentence).
+    """
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be a str, got {type(sentence).__name__}.")
+    stripped = sentence.strip()
+    tokens = tuple(stripped.split()) if any(c.isspace() for c in stripped) else tuple(stripped)
+    if not tokens:
+        raise ValueError(f"sentence {sentence!r} has no tokens.")
+    return tokens
+
+
+def embedding_table(
+    tokens: Iterable[str], d_model: int = 8, *, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """One fixed random embedding per distinct token, from a seeded generator.
+
+    The vocabulary is sorted and row r of a (V, d_model) N(0, 1) draw goes to the r-th
+    token, so the result depends only on the set of tokens, d_model and seed: the same
+    token gets the same vector in every sentence built from one table (no hashing, no
+    global random state). Build one table from all the sentences you compare.
+
+    Args:
+        tokens: any iterable of token strings (repeats are fine).
+        d_model: embedding width (≥ 1).
+        seed: the generator's seed (≥ 0).
+
+    Returns:
+        {token: (d_model,) float32 tensor}, in sorted token order.
+
+    Raises:
+        ValueError: no tokens, or seed < 0. TypeError: a token that is not a str.
+        ShapeError: d_model < 1.
+    """
+    vocabulary = sorted(set(tokens))
+    if not vocabulary:
+        raise ValueError("tokens is empty: an embedding table needs at least one token.")
+    if not all(isinstance(t, str) for t in vocabulary):
+        raise TypeError(f"tokens must be strings, got {vocabulary}.")
+    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
+        raise ShapeError(f"d_model must be an int ≥ 1, got {d_model!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int ≥ 0, got {seed!r}.")
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.randn(len(vocabulary), d_model, generator=g)  # (V, d_model)
+    return dict(zip(vocabulary, rows, strict=True))
+
+
+def embed(tokens: Sequence[str], table: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """Stack the embeddings of a token sequence: (L, d_model).
+
+    Raises:
+        ValueError: no tokens. KeyError: a token missing from the table.
+    """
+    if len(tokens) == 0:
+        raise ValueError("tokens is empty: nothing to embed.")
+    missing = [t for t in tokens if t not in table]
+    if missing:
+        raise KeyError(f"no embedding for {missing}; build the table from every sentence used.")
+    return torch.stack([table[t] for t in tokens])  # (L, d_model)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """Tokens and their embeddings.
+
+    Attributes:
+        tokens: L token strings. x: (L, d_model) float32, one row per token.
+    """
+
+    tokens: tuple[str, ...]
+    x: torch.Tensor
+
+
+def qkv_sentence(d_model: int = 8, *, seed: int = 0) -> Sentence:
+    """Notebook 02's sentence, :data:`QKV_SENTENCE`, embedded: x of shape (7, d_model).
+
+    Raises:
+        ShapeError: d_model < 1. ValueError: seed < 0.
+
+    Source: a made-up example for article section 2.1.
+    """
+    tokens = tokenize(QKV_SENTENCE)
+    return Sentence(tokens=tokens, x=embed(tokens, embedding_table(tokens, d_model, seed=seed)))
+
+
+def short_and_long_tokens() -> Sentence:
+    """Two 2-D tokens whose x xᵀ row 0 does not peak on the diagonal.
+
+    "short" = (0.3, 0.1) and "long" = (2.0, 0.5) point almost the same way, so
+    short·long = 0.65 > short·short = 0.10: the short token scores the long one above
+    itself. In high dimension a token usually scores itself highest (see
+    attn_lib.experiments.self_score_max_fraction), but that is not a theorem.
+
+    Returns:
+        :class:`Sentence` with tokens ("short", "long") and x (2, 2) float32.
+
+    Source: a counterexample for article section 2.1.
+    """
+    return Sentence(tokens=("short", "long"), x=torch.tensor([[0.3, 0.1], [2.0, 0.5]]))

@@ -1,0 +1,251 @@
+"""Checking attn_lib against PyTorch's own attention (article section 3.4).
+
+Two references:
+
+* ``nn.MultiheadAttention`` with ``num_heads=1``: its ``in_proj_weight`` stacks
+  W_Q, W_K, W_V as rows [0:E], [E:2E], [2E:3E]; after attention it applies
+  ``out_proj``, a further Linear(E, E) that the article's module does not have.
+  Comparing outputs without accounting for it fails by about 1, not 1e-6.
+* ``torch.nn.functional.scaled_dot_product_attention``: the same formula as a
+  fused kernel, with a bool mask meaning "takes part".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .core import SingleHeadAttention, scaled_dot_product_attention
+from .masks import to_key_padding_mask, to_multihead_attn_mask
+from .shapes import check_mask, check_qkv, fmt_shape
+
+__all__ = [
+    "AlignmentReport",
+    "apply_out_proj",
+    "compare_with_multihead_attention",
+    "compare_with_sdpa",
+    "from_multihead_attention",
+]
+
+
+def _check_single_head(mha: nn.MultiheadAttention) -> None:
+    if not isinstance(mha, nn.MultiheadAttention):
+        raise TypeError(f"expected an nn.MultiheadAttention, got {type(mha).__name__}.")
+    if mha.num_heads != 1:
+        raise ValueError(
+            f"the module has num_heads={mha.num_heads}; a single-head module can only be "
+            f"loaded from nn.MultiheadAttention(..., num_heads=1)."
+        )
+    if not mha.batch_first:
+        raise ValueError(
+            "the module has batch_first=False, so it reads (B, L, E) input as (L, B, E) and "
+            "mixes the batch instead of the tokens (its weights come out (L, B, B)). Build it "
+            "with batch_first=True, as the article does."
+        )
+    if mha.bias_k is not None or mha.add_zero_attn:
+        raise ValueError(
+            "add_bias_kv / add_zero_attn append an extra key, which SingleHeadAttention does "
+            "not model; build nn.MultiheadAttention without them."
+        )
+
+
+def from_multihead_attention(mha: nn.MultiheadAttention) -> SingleHeadAttention:
+    """Build a SingleHeadAttention with the Q, K, V projections of a one-head nn.MultiheadAttention.
+
+    Slices ``in_proj_weight`` (3E, E) into W_Q = rows [0:E], W_K = [E:2E],
+    W_V = [2E:3E] (and ``in_proj_bias`` likewise when the module has biases);
+    modules built with kdim/vdim use q_proj_weight, k_proj_weight, v_proj_weight.
+    ``out_proj`` is not copied: apply it with :func:`apply_out_proj`.
+
+    Args:
+        mha: nn.MultiheadAttention(embed_dim=E, num_heads=1, batch_first=True).
+
+    Returns:
+        SingleHeadAttention(d_model=E, d_k=E), same dtype and device, in mha's
+        training mode.
+
+    Raises:
+        TypeError: not an nn.MultiheadAttention.
+        ValueError: num_heads != 1, batch_first=False, add_bias_kv or add_zero_attn,
+            or kdim/vdim different from embed_dim.
+
+    Source: torch/nn/modules/activation.py (MultiheadAttention); article section 3.4.
+    """
+    _check_single_head(mha)
+    E = mha.embed_dim
+    if not mha._qkv_same_embed_dim:
+        raise ValueError(
+            f"the module has kdim={mha.kdim}, vdim={mha.vdim} ≠ embed_dim={E}: keys and "
+            f"values come from inputs of another width, which SingleHeadAttention (one x) "
+            f"does not model."
+        )
+    has_bias = mha.in_proj_bias is not None
+    ref = mha.in_proj_weight
+    module = SingleHeadAttention(E, E, bias=has_bias, dropout=mha.dropout).to(
+        dtype=ref.dtype, device=ref.device
+    )
+    with torch.no_grad():
+        for i, lin in enumerate((module.W_Q, module.W_K, module.W_V)):
+            lin.weight.copy_(mha.in_proj_weight[i * E : (i + 1) * E])  # (E, E)
+            if has_bias:
+                lin.bias.copy_(mha.in_proj_bias[i * E : (i + 1) * E])  # (E,)
+    module.train(mha.training)
+    return module
+
+
+def apply_out_proj(mha: nn.MultiheadAttention, output: torch.Tensor) -> torch.Tensor:
+    """Apply nn.MultiheadAttention's output projection to an attention output.
+
+    Args:
+        mha: the module whose ``out_proj`` (Linear(E, E)) to apply.
+        output: (..., L_q, E).
+
+    Returns:
+        (..., L_q, E): output @ out_proj.weight.T + out_proj.bias.
+
+    Source: torch.nn.MultiheadAttention (out_proj is applied after attention).
+    """
+    return F.linear(output, mha.out_proj.weight, mha.out_proj.bias)
+
+
+@dataclass(frozen=True)
+class AlignmentReport:
+    """Largest absolute differences between attn_lib and a PyTorch reference.
+
+    Attributes:
+        weights_max_abs_diff: max |Δ| over the attention weights (None when the
+            reference does not return weights).
+        output_max_abs_diff: max |Δ| over the outputs, in the units of the values.
+        rows_compared: query rows compared (rows with at least one allowed key).
+        fully_masked_rows: query rows left out because every key is blocked
+            (PyTorch's modules disagree there: zeros, NaN or the mean of V).
+    """
+
+    weights_max_abs_diff: float | None
+    output_max_abs_diff: float
+    rows_compared: int
+    fully_masked_rows: int
+
+    def __str__(self) -> str:
+        w = "n/a" if self.weights_max_abs_diff is None else f"{self.weights_max_abs_diff:.2e}"
+        return (
+            f"max |Δ| weights: {w}, output: {self.output_max_abs_diff:.2e} "
+            f"over {self.rows_compared} rows ({self.fully_masked_rows} fully masked rows left out)"
+        )
+
+
+def _row_keep(keep: torch.Tensor | None, scores_shape: tuple[int, ...]) -> torch.Tensor:
+    """(..., L_q) bool: rows that have at least one allowed key."""
+    if keep is None:
+        return torch.ones(scores_shape[:-1], dtype=torch.bool)
+    return keep.any(dim=-1).expand(scores_shape[:-1])
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor) -> float:
+    if not bool(rows.any()):
+        return 0.0
+    return (a[rows] - b[rows]).abs().max().item()
+
+
+def compare_with_multihead_attention(
+    module: SingleHeadAttention,
+    mha: nn.MultiheadAttention,
+    x: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    use_key_padding_mask: bool = False,
+) -> AlignmentReport:
+    """Run ``module`` and ``mha`` on the same x and compare weights, then outputs after out_proj.
+
+    Both run in eval mode (no dropout) and without gradients. The keep-mask is
+    converted to nn.MultiheadAttention's convention (True = blocked), as
+    ``attn_mask`` or, with ``use_key_padding_mask``, as ``key_padding_mask``.
+
+    Args:
+        module: a SingleHeadAttention, e.g. from :func:`from_multihead_attention`.
+        mha: nn.MultiheadAttention(E, num_heads=1, batch_first=True).
+        x: (B, L, E), floating point.
+        mask: keep-mask (L, L), (B, 1, L) or (B, L, L), or None.
+        use_key_padding_mask: pass a (B, 1, L) mask as key_padding_mask.
+
+    Returns:
+        AlignmentReport over the rows that keep at least one key.
+
+    Raises:
+        ValueError, ShapeError, MaskError: as from_multihead_attention and attention.
+
+    Source: article section 3.4; torch.nn.MultiheadAttention docs.
+    """
+    _check_single_head(mha)
+    if x.dim() != 3:
+        raise ValueError(f"x must be (B, L, E) for batch_first=True, got {fmt_shape(x.shape)}.")
+    B, L, _ = x.shape
+    keep = None if mask is None else check_mask(mask, (B, L, L))
+    kwargs = {}
+    if keep is not None:
+        if use_key_padding_mask:
+            kwargs["key_padding_mask"] = to_key_padding_mask(keep)
+        else:
+            full = keep if keep.dim() == 3 else keep.unsqueeze(0)
+            kwargs["attn_mask"] = to_multihead_attn_mask(full.expand(B, L, L))
+    was = (module.training, mha.training)
+    module.eval()
+    mha.eval()
+    try:
+        with torch.no_grad():
+            out, weights = module(x, keep, return_attn=True)
+            ref_out, ref_weights = mha(
+                x, x, x, need_weights=True, average_attn_weights=True, **kwargs
+            )
+    finally:
+        module.train(was[0])
+        mha.train(was[1])
+    rows = _row_keep(keep, (B, L, L))
+    return AlignmentReport(
+        weights_max_abs_diff=_max_diff(weights, ref_weights, rows),
+        output_max_abs_diff=_max_diff(apply_out_proj(mha, out), ref_out, rows),
+        rows_compared=int(rows.sum()),
+        fully_masked_rows=int((~rows).sum()),
+    )
+
+
+def compare_with_sdpa(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    scale: float | None = None,
+) -> AlignmentReport:
+    """Compare attn_lib's attention with torch.nn.functional.scaled_dot_product_attention.
+
+    The keep-mask is passed to SDPA as its bool ``attn_mask`` (same convention).
+    SDPA returns no weights, so only outputs are compared; rows with no allowed
+    key are compared too (both give zeros there).
+
+    Args:
+        query, key, value: as :func:`attn_lib.scaled_dot_product_attention`.
+        mask: keep-mask or None.
+        scale: score multiplier, default 1/√d_k.
+
+    Returns:
+        AlignmentReport (weights_max_abs_diff is None).
+
+    Source: torch.nn.functional.scaled_dot_product_attention docs.
+    """
+    shapes = check_qkv(query, key, value)
+    keep = None if mask is None else check_mask(mask, shapes.scores)
+    with torch.no_grad():
+        out, _ = scaled_dot_product_attention(query, key, value, keep, scale=scale)
+        ref = F.scaled_dot_product_attention(query, key, value, attn_mask=keep, scale=scale)
+    rows = torch.ones(out.shape[:-1], dtype=torch.bool)
+    fully = 0 if keep is None else int((~_row_keep(keep, shapes.scores)).sum())
+    return AlignmentReport(
+        weights_max_abs_diff=None,
+        output_max_abs_diff=_max_diff(out, ref, rows),
+        rows_compared=int(rows.sum()),
+        fully_masked_rows=fully,
+    )

@@ -1,0 +1,444 @@
+"""Input checks for attention, with errors written for the learner.
+
+Most bugs in attention code are shapes and mask broadcasting (article, section 5:
+"eighty percent of my bugs were shapes and mask broadcasting"). Every public
+function of attn_lib runs its inputs through the checks here, so that a mistake
+surfaces as one sentence naming the argument, what it got, what was expected and
+the usual fix, instead of a traceback from deep inside torch or, worse, a silent
+wrong number.
+
+Shape legend used in every docstring of attn_lib:
+    B batch, H heads (only in the bridge to multi-head), L_q query length,
+    L_k key length, d_model model width, d_k query/key width, d_v value width.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "MaskError",
+    "ShapeError",
+    "ShapeStep",
+    "as_keep_mask",
+    "check_dropout_p",
+    "check_finite",
+    "check_float_tensor",
+    "check_mask",
+    "check_qkv",
+    "check_scale",
+    "fmt_shape",
+    "shape_trace",
+]
+
+
+class ShapeError(ValueError):
+    """A tensor has a shape that attention cannot use (a ValueError)."""
+
+
+class MaskError(ValueError):
+    """A mask has a dtype, shape or content that attention cannot use (a ValueError)."""
+
+
+def fmt_shape(shape: Sequence[int]) -> str:
+    """Format a shape as ``(2, 4, 8)`` (a 1-tuple as ``(4,)``)."""
+    dims = tuple(int(d) for d in shape)
+    if len(dims) == 1:
+        return f"({dims[0]},)"
+    return "(" + ", ".join(str(d) for d in dims) + ")"
+
+
+_RANK_NAMES = {2: "(L, d)", 3: "(B, L, d)", 4: "(B, H, L, d)"}
+
+
+def check_float_tensor(name: str, t: object) -> torch.Tensor:
+    """Check that ``t`` is a floating-point tensor.
+
+    Raises:
+        TypeError: ``t`` is not a tensor, or its dtype is not floating point
+            (integer or bool inputs are a common slip: ``torch.tensor([[1, 2]])``
+            is int64).
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor, got {type(t).__name__}. "
+            f"Wrap it with torch.as_tensor({name}, dtype=torch.float32)."
+        )
+    if not t.is_floating_point():
+        raise TypeError(
+            f"{name} has dtype {t.dtype}; attention needs a floating-point tensor "
+            f"(float32, float64, float16 or bfloat16). Convert it with {name}.float()."
+        )
+    return t
+
+
+def check_finite(name: str, t: torch.Tensor) -> None:
+    """Raise if ``t`` holds NaN or ±inf, naming the first bad position.
+
+    Cheap on the good path: one sum over the tensor. Only when that sum is not
+    finite (a NaN or inf inside, or a harmless overflow of the sum itself) is the
+    exact element-wise test run to find the location.
+
+    Raises:
+        ValueError: ``t`` contains NaN or ±inf.
+    """
+    if t.numel() == 0:
+        return
+    total = t.sum(dtype=torch.float64) if t.dtype != torch.float64 else t.sum()
+    if bool(torch.isfinite(total)):
+        return
+    bad = ~torch.isfinite(t)
+    if not bool(bad.any()):
+        return  # the float64 sum overflowed although every entry is finite
+    where = tuple(int(i) for i in bad.nonzero()[0])
+    value = t[where].item()
+    count = int(bad.sum())
+    raise ValueError(
+        f"{name} contains {count} non-finite value(s) (NaN or inf); the first is {value} "
+        f"at index {where}. NaN in the inputs would spread to every output row that "
+        f"attends to it; find where it was produced (often a division by zero or an "
+        f"overflowing softmax upstream)."
+    )
+
+
+@dataclass(frozen=True)
+class QKVShapes:
+    """Sizes read off checked query, key and value tensors."""
+
+    batch: tuple[int, ...]
+    L_q: int
+    L_k: int
+    d_k: int
+    d_v: int
+
+    @property
+    def scores(self) -> tuple[int, ...]:
+        """Shape of the scores and of the weights: (..., L_q, L_k)."""
+        return (*self.batch, self.L_q, self.L_k)
+
+
+def check_qkv(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, finite: bool = True
+) -> QKVShapes:
+    """Check query, key and value for attention and return their sizes.
+
+    Args:
+        query: (..., L_q, d_k), floating point.
+        key: (..., L_k, d_k), same dtype as query.
+        value: (..., L_k, d_v), same dtype as query.
+            ``...`` is nothing, (B,) or (B, H), the same for all three.
+        finite: also refuse NaN and ±inf (default True).
+
+    Returns:
+        QKVShapes with the batch dims, L_q, L_k, d_k and d_v.
+
+    Raises:
+        TypeError: a tensor is not floating point, or the dtypes differ.
+        ShapeError: a rank outside 2..4, ranks that differ, batch dims that differ,
+            d_k of query and key that differ, L_k of key and value that differ,
+            or an empty d_k or L_k.
+        ValueError: NaN or inf in an input (when ``finite``).
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_float_tensor(name, t)
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(
+            f"query, key and value must share one dtype, got {query.dtype}, {key.dtype} and "
+            f"{value.dtype}. Convert them with .to(query.dtype)."
+        )
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not 2 <= t.dim() <= 4:
+            raise ShapeError(
+                f"{name} has shape {fmt_shape(t.shape)} ({t.dim()}-D); attention takes "
+                f"2-D (L, d), 3-D (B, L, d) or 4-D (B, H, L, d) tensors. "
+                + (
+                    f"For a single vector use {name}.unsqueeze(0) → (1, {t.shape[0]})."
+                    if t.dim() == 1
+                    else "Merge or split leading dims with reshape first."
+                    if t.dim() > 4
+                    else ""
+                )
+            )
+    ranks = (query.dim(), key.dim(), value.dim())
+    if len(set(ranks)) != 1:
+        raise ShapeError(
+            f"query, key and value must have the same rank, got query "
+            f"{fmt_shape(query.shape)}, key {fmt_shape(key.shape)}, value "
+            f"{fmt_shape(value.shape)}. attn_lib does not broadcast across ranks, because "
+            f"broadcasting lines dims up from the right and can silently pair the wrong "
+            f"axes; add the missing batch dim with unsqueeze(0)."
+        )
+    if query.shape[-1] != key.shape[-1]:
+        raise ShapeError(
+            f"d_k of query and key differ: query {fmt_shape(query.shape)} ends in "
+            f"{query.shape[-1]}, key {fmt_shape(key.shape)} ends in {key.shape[-1]}. Scores are "
+            f"dot products of a query row with a key row, so both need the same last dim; "
+            f"check that W_Q and W_K map to the same d_k."
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ShapeError(
+            f"key and value must have the same length L_k: key {fmt_shape(key.shape)} has "
+            f"L_k = {key.shape[-2]}, value {fmt_shape(value.shape)} has {value.shape[-2]}. "
+            f"Each key row labels the value row at the same position; both usually come "
+            f"from the same sequence."
+        )
+    batch_q, batch_k, batch_v = query.shape[:-2], key.shape[:-2], value.shape[:-2]
+    if not (batch_q == batch_k == batch_v):
+        raise ShapeError(
+            f"the leading (batch) dims must match: query {fmt_shape(query.shape)}, key "
+            f"{fmt_shape(key.shape)}, value {fmt_shape(value.shape)} "
+            f"(expected {_RANK_NAMES[query.dim()]} for all three, with the same B"
+            f"{' and H' if query.dim() == 4 else ''}). attn_lib does not broadcast batch "
+            f"dims; use .expand(...) if you mean to share keys across the batch."
+        )
+    if query.shape[-1] == 0:
+        raise ShapeError(f"d_k is 0 (query {fmt_shape(query.shape)}): there is nothing to compare.")
+    if key.shape[-2] == 0:
+        raise ShapeError(
+            f"L_k is 0 (key {fmt_shape(key.shape)}): every query needs at least one key."
+        )
+    if finite:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_finite(name, t)
+    return QKVShapes(
+        batch=tuple(query.shape[:-2]),
+        L_q=query.shape[-2],
+        L_k=key.shape[-2],
+        d_k=query.shape[-1],
+        d_v=value.shape[-1],
+    )
+
+
+_CONVERTER_HINT = (
+    "attn_lib masks are keep-masks (True or 1 = may attend, False or 0 = blocked). "
+    "If this is an additive mask (0 where kept, -inf where blocked), pass `mask == 0`; "
+    "if it is a 0./1. keep-mask stored as float, pass `mask.bool()`. "
+    "attn_lib.masks.to_additive converts the other way."
+)
+
+
+def as_keep_mask(mask: object, name: str = "mask") -> torch.Tensor:
+    """Return a keep-mask as bool, refusing float masks and integers other than 0/1.
+
+    Args:
+        mask: bool, or integer holding only 0 (blocked) and 1 (may attend); any shape.
+        name: the argument's name, for the error message.
+
+    Returns:
+        A bool tensor of the same shape (the same object if already bool).
+
+    Raises:
+        TypeError: not a tensor.
+        MaskError: a float or complex mask (ambiguous: PyTorch reads float masks as
+            additive), or integer values other than 0 and 1.
+    """
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor (bool, or integer 0/1), got {type(mask).__name__}."
+        )
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point() or mask.is_complex():
+        raise MaskError(
+            f"{name} has dtype {mask.dtype}; a float mask is refused. {_CONVERTER_HINT}"
+        )
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        found = sorted(int(v) for v in mask.unique()[:6])
+        raise MaskError(
+            f"an integer {name} must hold only 0 (blocked) and 1 (may attend); found values "
+            f"{found}. Build it with a comparison, e.g. mask = (ids != pad_id)."
+        )
+    return mask.to(torch.bool)
+
+
+def _padding_hint(mask_shape: tuple[int, ...], scores: tuple[int, ...]) -> str:
+    """A suggestion for a (B, L_k) padding mask that was not unsqueezed."""
+    rank = len(scores)
+    target = (mask_shape[0],) + (1,) * (rank - 2) + (mask_shape[1],)
+    how = "mask.unsqueeze(1)" if rank == 3 else "mask[:, None, None, :]"
+    return (
+        f"If it is a padding mask of shape (batch, L_k), use {how} → {fmt_shape(target)}, "
+        f"or attn_lib.padding_mask(lengths)."
+    )
+
+
+def check_mask(mask: object, scores_shape: Sequence[int]) -> torch.Tensor:
+    """Check a keep-mask against the scores it will mask; return it as bool.
+
+    Args:
+        mask: bool, or integer holding only 0 and 1; True/1 = may attend.
+            A 2-D mask means (L_q, L_k). Any other mask has the scores' rank,
+            each dim equal to the scores' dim or 1: (B, 1, L_k) padding,
+            (1, L_q, L_k) shared, (B, L_q, L_k) per example, (B, 1, 1, L_k) or
+            (B, H, L_q, L_k) with heads.
+        scores_shape: (..., L_q, L_k), the shape of the scores.
+
+    Returns:
+        The mask as a bool tensor (the same object when it is already bool).
+
+    Raises:
+        MaskError: a float or complex mask (PyTorch reads float masks as additive,
+            so a float 0/1 mask is ambiguous); integer values other than 0/1; a
+            rank other than 2 or the scores' rank; a dim that is neither the
+            scores' nor 1; a mask that blocks every key for every query.
+        TypeError: ``mask`` is not a tensor.
+    """
+    scores = tuple(int(d) for d in scores_shape)
+    mask = as_keep_mask(mask)
+    rank, L_q, L_k = len(scores), scores[-2], scores[-1]
+    shape = tuple(mask.shape)
+    where = f"the scores have shape {fmt_shape(scores)} = (..., L_q, L_k)"
+    if mask.dim() == 2:
+        if all(m in (s, 1) for m, s in zip(shape, (L_q, L_k), strict=True)):
+            pass
+        else:
+            msg = (
+                f"mask has shape {fmt_shape(shape)}; a 2-D mask means (L_q, L_k) = "
+                f"{fmt_shape((L_q, L_k))}, and {where}."
+            )
+            if rank >= 3 and shape == (scores[0], L_k):
+                msg += " " + _padding_hint(shape, scores)
+            raise MaskError(msg)
+    elif mask.dim() != rank:
+        if mask.dim() < rank and mask.dim() >= 1:
+            if mask.dim() == 1:
+                target = (1,) * (rank - 1) + (shape[0],)
+                fix = (
+                    f"A 1-D mask is ambiguous; give it the scores' rank, e.g. "
+                    f"{fmt_shape(target)} for one key mask shared by every query."
+                )
+            else:
+                target = (shape[0],) + (1,) * (rank - mask.dim()) + shape[1:]
+                fix = (
+                    f"Broadcasting would line it up from the right and could mask the wrong "
+                    f"axis; give it the scores' rank: {fmt_shape(target)} "
+                    f"(e.g. mask.unsqueeze(1))."
+                )
+        else:
+            fix = "Remove the extra dims (squeeze) or check which tensor was passed as mask."
+        raise MaskError(
+            f"mask has shape {fmt_shape(shape)} ({mask.dim()}-D) but {where} "
+            f"({rank}-D); a mask is either 2-D (L_q, L_k) or has the scores' rank. {fix}"
+        )
+    else:
+        bad = [i for i, (m, s) in enumerate(zip(shape, scores, strict=True)) if m not in (s, 1)]
+        if bad:
+            dims = ", ".join(f"dim {i}: {shape[i]} vs {scores[i]}" for i in bad)
+            msg = (
+                f"mask has shape {fmt_shape(shape)}, which does not fit the scores {fmt_shape(scores)} "
+                f"({dims}); each mask dim must equal the scores' dim or be 1."
+            )
+            if rank == 3 and shape[0] == scores[0] and shape[-1] == L_k:
+                msg += f" A padding mask has shape (B, 1, L_k) = {fmt_shape((scores[0], 1, L_k))}."
+            raise MaskError(msg)
+    if mask.numel() > 0 and not bool(mask.any()):
+        raise MaskError(
+            f"mask (shape {fmt_shape(shape)}) blocks every key for every query. This is almost "
+            f"always an inverted mask (PyTorch's nn.MultiheadAttention uses True = blocked; "
+            f"attn_lib uses True = may attend: pass ~mask) or an additive mask of zeros. "
+            f"{_CONVERTER_HINT}"
+        )
+    return mask
+
+
+def check_scale(scale: object) -> float:
+    """Check a score multiplier and return it as a float.
+
+    Raises:
+        TypeError: ``scale`` is not a real number (bool and tensors included).
+        ValueError: ``scale`` is not finite or not > 0.
+    """
+    if isinstance(scale, torch.Tensor) and scale.numel() == 1 and scale.is_floating_point():
+        scale = scale.item()
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale must be a real number, got {type(scale).__name__}.")
+    scale = float(scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(
+            f"scale must be a finite number > 0 (it multiplies the scores; the default is "
+            f"1/sqrt(d_k), pass 1.0 for no scaling), got {scale}."
+        )
+    return scale
+
+
+def check_dropout_p(p: object) -> float:
+    """Check a dropout probability and return it as a float.
+
+    Raises:
+        TypeError: ``p`` is not a real number.
+        ValueError: ``p`` is outside [0, 1) (p = 1 would drop every weight).
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"dropout_p must be a real number in [0, 1), got {type(p).__name__}.")
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(
+            f"dropout_p must be in [0, 1), got {p}: it is the probability of zeroing a weight."
+        )
+    return p
+
+
+@dataclass(frozen=True)
+class ShapeStep:
+    """One step of the attention computation and the shape it produces."""
+
+    step: str
+    expression: str
+    shape: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{self.step:<10} {self.expression:<32} {fmt_shape(self.shape)}"
+
+
+def _as_shape(t: torch.Tensor | Sequence[int], name: str) -> tuple[int, ...]:
+    if isinstance(t, torch.Tensor):
+        return tuple(t.shape)
+    try:
+        shape = tuple(int(d) for d in t)
+    except TypeError as err:
+        raise TypeError(f"{name} must be a tensor or a shape tuple, got {t!r}") from err
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"{name} shape {shape} has a negative size.")
+    return shape
+
+
+def shape_trace(
+    query: torch.Tensor | Sequence[int],
+    key: torch.Tensor | Sequence[int],
+    value: torch.Tensor | Sequence[int],
+) -> list[ShapeStep]:
+    """Trace the shapes through softmax(Q Kᵀ / √d_k) V without computing it.
+
+    Args:
+        query: a tensor or a shape (..., L_q, d_k).
+        key: a tensor or a shape (..., L_k, d_k).
+        value: a tensor or a shape (..., L_k, d_v).
+
+    Returns:
+        Steps: Kᵀ (..., d_k, L_k), scores (..., L_q, L_k), scaled scores,
+        weights (..., L_q, L_k), output (..., L_q, d_v).
+
+    Raises:
+        ShapeError: the shapes do not fit, with the same messages as attention.
+
+    Source: Vaswani et al. 2017, eq. (1); article section 2.3.
+    """
+    q, k, v = (_as_shape(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
+    # Reuse the real checks on empty stand-ins of the right shape (no data).
+    fakes = [torch.empty(s, device="meta") for s in (q, k, v)]
+    check_qkv(*fakes, finite=False)
+    batch, L_q, d_k = q[:-2], q[-2], q[-1]
+    L_k, d_v = k[-2], v[-1]
+    return [
+        ShapeStep("Q", "query", q),
+        ShapeStep("K", "key", k),
+        ShapeStep("V", "value", v),
+        ShapeStep("Kᵀ", "K.transpose(-2, -1)", (*batch, d_k, L_k)),
+        ShapeStep("scores", "Q @ Kᵀ / sqrt(d_k)", (*batch, L_q, L_k)),
+        ShapeStep("weights", "softmax(scores, dim=-1)", (*batch, L_q, L_k)),
+        ShapeStep("output", "weights @ V", (*batch, L_q, d_v)),
+    ]

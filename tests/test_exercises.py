@@ -1,0 +1,213 @@
+"""The exercise checkers: a right answer passes, each classic mistake is caught and named."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_lib.exercises import (
+    CheckResult,
+    check_attention,
+    check_causal_mask,
+    check_padding_mask,
+)
+
+# --- attention: one function per mistake, written the way a learner would ------------------
+
+
+def right(query, key, value, mask=None):
+    scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    weights = F.softmax(scores, dim=-1)
+    return torch.matmul(weights, value), weights
+
+
+def right_output_only(query, key, value, mask=None):
+    return right(query, key, value, mask)[0]
+
+
+def right_with_inf_and_mT(query, key, value, mask=None):
+    scores = (query / math.sqrt(query.size(-1))) @ key.mT
+    if mask is not None:
+        scores = scores.masked_fill(~mask.bool(), float("-inf"))
+    return scores.softmax(dim=-1) @ value
+
+
+def right_but_changes_its_inputs(query, key, value, mask=None):
+    query /= math.sqrt(query.size(-1))  # in place: the checker must hand over copies
+    scores = query @ key.transpose(-2, -1)
+    if mask is not None:
+        scores.masked_fill_(mask == 0, -1e9)
+    return scores.softmax(-1) @ value
+
+
+def attention_with(*, scale=None, dim=-1, fill=-1e9, invert=False, use_mask=True, kq=False):
+    def learner(query, key, value, mask=None):
+        if kq:
+            scores = key @ query.transpose(-2, -1)
+        else:
+            scores = query @ key.transpose(-2, -1)
+        d_k = query.size(-1)
+        scores = scores * (1 / math.sqrt(d_k) if scale is None else scale(query))
+        if mask is not None and use_mask:
+            scores = scores.masked_fill(mask == 1 if invert else mask == 0, fill)
+        return F.softmax(scores, dim=dim) @ value
+
+    return learner
+
+
+def uses_dot_T(query, key, value, mask=None):
+    return F.softmax(query @ key.T / math.sqrt(query.size(-1)), dim=-1) @ value
+
+
+def transposes_batch_and_length(query, key, value, mask=None):
+    return F.softmax(query @ key.transpose(0, 1) / math.sqrt(query.size(-1)), dim=-1) @ value
+
+
+def forgets_to_transpose(query, key, value, mask=None):
+    return F.softmax(torch.matmul(query, key) / math.sqrt(query.size(-1)), dim=-1) @ value
+
+
+def stub(query, key, value, mask=None):
+    raise NotImplementedError
+
+
+def returns_scores_as_weights(query, key, value, mask=None):
+    output, _ = right(query, key, value, mask)
+    return output, query @ key.transpose(-2, -1)
+
+
+def returns_three_things(query, key, value, mask=None):
+    output, weights = right(query, key, value, mask)
+    return output, weights, None
+
+
+def two_mistakes(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / query.size(-1)  # ÷ d_k
+    return F.softmax(scores, dim=-2) @ value  # and the wrong dim
+
+
+def typo(query, key, value, mask=None):
+    return F.softmax(qeury @ key, dim=-1) @ value  # noqa: F821 - the learner's typo
+
+
+@pytest.mark.parametrize(
+    "fn", [right, right_output_only, right_with_inf_and_mT, right_but_changes_its_inputs]
+)
+def test_a_right_answer_passes(fn, capsys):
+    result = check_attention(fn)
+    assert result.passed and bool(result) and result.mistake is None
+    assert isinstance(result, CheckResult)
+    assert "Passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("fn", "code", "words"),
+    [
+        (attention_with(scale=lambda q: 1 / q.size(-1)), "scale_d_k", "instead of √d_k"),
+        (attention_with(scale=lambda q: 1.0), "no_scale", "not scaled"),
+        (attention_with(scale=lambda q: math.sqrt(q.size(-1))), "scale_multiplied", "multiplied"),
+        (attention_with(scale=lambda q: 1 / math.sqrt(q.size(1))), "scale_length", "length"),
+        (attention_with(dim=-2), "softmax_dim", "over the queries"),
+        (attention_with(dim=1), "softmax_dim", "over the queries"),
+        (attention_with(dim=0), "softmax_dim", "over the batch"),
+        (attention_with(invert=True), "mask_inverted", "inverted"),
+        (attention_with(invert=True, fill=float("-inf")), "mask_inverted", "NaN"),
+        (attention_with(fill=0.0), "mask_fill_zero", "exp(0) = 1"),
+        (attention_with(use_mask=False), "mask_missing", "ignores the mask"),
+        (attention_with(kq=True), "scores_transposed", "K Qᵀ"),
+        (uses_dot_T, "dot_T", ".transpose(-2, -1)"),
+        (transposes_batch_and_length, "transpose_dims", "transpose(0, 1)"),
+        (forgets_to_transpose, "transpose_dims", "key.transpose(-2, -1)"),
+        (returns_scores_as_weights, "weights_wrong", "not the softmax"),
+        (returns_three_things, "bad_return", "length 3"),
+        (two_mistakes, "unknown", "two of them"),
+        (typo, "error", "NameError"),
+    ],
+)
+def test_each_mistake_is_named(fn, code, words):
+    result = check_attention(fn, verbose=False)
+    assert not result.passed and not bool(result)
+    assert result.mistake == code, result.message
+    assert words in result.message
+
+
+def test_a_stub_is_not_written_yet_not_a_traceback(capsys):
+    result = check_attention(stub)
+    assert result.mistake == "not_written"
+    out = capsys.readouterr().out
+    assert "Not written yet" in out and "Traceback" not in out
+    assert repr(result) == "CheckResult(not passed: not_written)"
+
+
+def test_dot_T_warning_stays_out_of_the_output(recwarn):
+    check_attention(uses_dot_T, verbose=False)
+    assert not [w for w in recwarn if "x.T" in str(w.message)]
+
+
+# --- masks ---------------------------------------------------------------------------------
+
+
+def padding_right(lengths):
+    return (torch.arange(int(lengths.max())) < lengths[:, None]).unsqueeze(1)
+
+
+@pytest.mark.parametrize(
+    ("fn", "code"),
+    [
+        (padding_right, None),
+        (lambda t: padding_right(t).long(), None),  # integer 0/1 is a valid keep-mask
+        (lambda t: padding_right(t)[:, 0], "mask_not_unsqueezed"),
+        (lambda t: padding_right(t).transpose(1, 2), "mask_wrong_axis"),
+        (lambda t: ~padding_right(t), "mask_inverted"),
+        (lambda t: ~padding_right(t)[:, 0], "mask_not_unsqueezed"),
+        (
+            lambda t: (torch.arange(int(t.max())) <= t[:, None]).unsqueeze(1),
+            "mask_off_by_one",
+        ),
+        (lambda t: padding_right(t).float(), "mask_float"),
+        (lambda t: padding_right(t).long() * 2, "mask_values"),
+        (lambda t: padding_right(t).tolist(), "bad_return"),
+        (lambda t: torch.ones(len(t), 1, 7, dtype=torch.bool), "unknown"),
+    ],
+)
+def test_padding_mask_checker(fn, code):
+    result = check_padding_mask(fn, verbose=False)
+    assert result.passed is (code is None)
+    assert result.mistake == code, result.message
+
+
+def test_padding_mask_stub():
+    def my_padding_mask(lengths):
+        raise NotImplementedError
+
+    assert check_padding_mask(my_padding_mask, verbose=False).mistake == "not_written"
+
+
+@pytest.mark.parametrize(
+    ("fn", "code"),
+    [
+        (lambda L: torch.ones(L, L, dtype=torch.bool).tril(), None),
+        (lambda L: torch.ones(L, L, dtype=torch.bool).triu(), "mask_future"),
+        (lambda L: torch.ones(L, L, dtype=torch.bool).tril(-1), "mask_diagonal"),
+        (lambda L: ~torch.ones(L, L, dtype=torch.bool).tril(), "mask_inverted"),
+        (lambda L: torch.ones(L, L).tril(), "mask_float"),
+        (lambda L: torch.ones(L).tril(), "error"),  # tril needs 2-D
+        (lambda L: torch.ones(L + 1, L + 1, dtype=torch.bool).tril(), "unknown"),
+    ],
+)
+def test_causal_mask_checker(fn, code):
+    result = check_causal_mask(fn, verbose=False)
+    assert result.passed is (code is None)
+    assert result.mistake == code, result.message
+
+
+def test_mask_messages_are_words():
+    result = check_causal_mask(lambda L: torch.ones(L, L).tril(), verbose=False)
+    assert "bool" in result.message and "float" in result.message
+    result = check_padding_mask(lambda t: padding_right(t)[:, 0], verbose=False)
+    assert "unsqueeze(1)" in result.message

@@ -1,0 +1,144 @@
+"""Heatmaps of attention weights: labels, a fixed 0-1 colour scale, masked cells marked."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from attn_lib import causal_mask, plotting
+from attn_lib.data import example_setting
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def headless_backend():
+    """Draw off-screen, whatever backend the machine would pick."""
+    previous = plt.get_backend()
+    plt.switch_backend("Agg")
+    yield
+    plt.switch_backend(previous)
+
+
+@pytest.fixture
+def ax():
+    fig = plotting.new_figure()
+    return fig.subplots()
+
+
+def weights_4x4(masked: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    keep = causal_mask(4) if masked else None
+    scores = torch.arange(16.0).reshape(4, 4) / 10
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return scores.softmax(dim=-1), keep
+
+
+def test_heatmap_labels_title_and_colour_scale(ax):
+    w, _ = weights_4x4()
+    art = plotting.draw_attention_heatmap(ax, w, title="my title", key_labels=["a", "b", "c", "d"])
+    assert ax.get_title() == "my title"
+    assert "query" in ax.get_ylabel() and "key" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1", "2", "3"]
+    assert art.image.get_clim() == (0.0, 1.0)
+    assert art.image.get_cmap().name == plotting.ATTENTION_CMAP
+    assert art.colorbar is not None
+    assert tuple(art.colorbar.ax.get_ylim()) == (0.0, 1.0)
+    assert "attention weight" in art.colorbar.ax.get_ylabel()
+    bottom, top = ax.get_ylim()
+    assert bottom > top  # query 0 at the top
+    np.testing.assert_allclose(art.image.get_array(), w.numpy())
+    assert art.texts[0][0].get_text() == f"{w[0, 0]:.2f}"
+    assert art.legend is None  # nothing masked, nothing to explain
+
+
+def test_masked_cells_are_grey_with_a_cross(ax):
+    w, keep = weights_4x4(masked=True)
+    art = plotting.draw_attention_heatmap(ax, w, keep)
+    overlay = np.asarray(art.overlay.get_array())  # (L_q, L_k, 4) RGBA
+    blocked = ~keep.numpy()
+    assert (overlay[blocked][:, 3] == 1.0).all()  # opaque grey where blocked
+    np.testing.assert_allclose(overlay[blocked][0], plotting.MASKED_COLOR)
+    assert (overlay[~blocked][:, 3] == 0.0).all()  # transparent where kept
+    for i in range(4):
+        for j in range(4):
+            text = art.texts[i][j].get_text()
+            assert (text == plotting.MASKED_MARK) == bool(blocked[i, j])
+    assert art.legend is not None
+    assert "masked" in art.legend.get_texts()[0].get_text()
+
+
+def test_a_masked_cell_with_weight_shows_it(ax):
+    w = torch.full((4, 4), 0.25)
+    art = plotting.draw_attention_heatmap(ax, w, causal_mask(4))
+    assert art.texts[0][3].get_text() == f"{plotting.MASKED_MARK} 0.25"
+
+
+def test_update_changes_data_in_place(ax):
+    w, _ = weights_4x4()
+    art = plotting.draw_attention_heatmap(ax, w)
+    n_images, n_texts = len(ax.images), len(ax.texts)
+    w2, keep2 = weights_4x4(masked=True)
+    plotting.update_attention_heatmap(art, w2, keep2, key_labels=list("wxyz"), title="new")
+    assert len(ax.images) == n_images and len(ax.texts) == n_texts
+    np.testing.assert_allclose(art.image.get_array(), w2.numpy())
+    assert art.texts[0][1].get_text() == plotting.MASKED_MARK
+    assert ax.get_title() == "new"
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("wxyz")
+    with pytest.raises(ValueError, match="drawn for"):
+        plotting.update_attention_heatmap(art, torch.zeros(3, 3))
+
+
+def test_bad_inputs_are_refused(ax):
+    with pytest.raises(ValueError, match="2-D"):
+        plotting.draw_attention_heatmap(ax, torch.zeros(2, 4, 4))
+    with pytest.raises(ValueError, match="keep has shape"):
+        plotting.draw_attention_heatmap(ax, torch.zeros(4, 4), causal_mask(3))
+    with pytest.raises(ValueError, match="labels"):
+        plotting.draw_attention_heatmap(ax, torch.zeros(4, 4), key_labels=["a"])
+
+
+def test_pyplot_helpers_and_png():
+    before = len(plt.get_fignums())
+    s = example_setting(1, "padding", True)
+    figs = [
+        plotting.plot_attention(s.weights, s.keep, key_labels=s.key_labels),
+        plotting.plot_attention_gallery(
+            [(s.weights, s.keep, "a"), (s.weights, None, "b")], suptitle="g"
+        ),
+        plotting.plot_weights_and_row_sums(s),
+    ]
+    try:
+        assert len(plt.get_fignums()) == before + 3
+        gallery = figs[1]
+        assert gallery.get_suptitle() == "g"
+        assert len(gallery.legends) == 1  # one legend for all panels
+        for fig in figs:
+            assert plotting.figure_to_png(fig).startswith(PNG_MAGIC)
+    finally:
+        for fig in figs:
+            plt.close(fig)
+
+
+def test_new_figure_is_not_managed_by_pyplot():
+    before = plt.get_fignums()
+    fig = plotting.new_figure()
+    fig.subplots()
+    assert plt.get_fignums() == before
+    assert plotting.figure_to_png(fig).startswith(PNG_MAGIC)
+
+
+def test_weights_row_sums_view():
+    fig = plotting.new_figure()
+    view = plotting.WeightsRowSumsView(fig, 4)
+    s = example_setting(0, "causal", False)
+    view.update(s)
+    np.testing.assert_allclose(view.heatmap.image.get_array(), s.weights.numpy())
+    widths = [bar.get_width() for bar in view.bars.patches]
+    np.testing.assert_allclose(widths, s.row_sums.numpy())
+    assert [t.get_text() for t in view.sum_texts] == ["1.0000"] * 4
+    assert fig.get_suptitle() == s.title
+    assert view.ax_sums.get_xlim() == (0.0, 1.25)

@@ -1,0 +1,205 @@
+"""Checks of the repository itself: README test command, stored notebooks, import hygiene, pins."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+START_MARK = "<!-- test-command -->"
+END_MARK = "<!-- /test-command -->"
+
+
+# --- (a) README test command ------------------------------------------------------------------
+
+
+def readme_test_block() -> str:
+    """The lines inside the fenced block between the README markers (independent parser)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert text.count(START_MARK) == 1, f"README.md needs exactly one {START_MARK}"
+    assert text.count(END_MARK) == 1, f"README.md needs exactly one {END_MARK}"
+    block = text.split(START_MARK, 1)[1].split(END_MARK, 1)[0].strip().splitlines()
+    assert len(block) >= 3, "the markers must surround a fenced code block"
+    assert block[0].startswith("```") and block[-1].strip() == "```", block
+    return "\n".join(line for line in block[1:-1] if line.strip())
+
+
+def test_readme_has_one_test_command():
+    command = readme_test_block()
+    assert "-m pytest" in command
+    assert "pip install -r requirements.txt" in command
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ci_run_extracts_the_readme_command():
+    result = subprocess.run(
+        ["bash", str(REPO / ".ci" / "run"), "--print-command"],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == readme_test_block()
+
+
+# --- (b) stored notebooks ---------------------------------------------------------------------
+
+LOCAL_PATH = re.compile(r"/root/|/home/|/tmp/|/work/|/Users/|[A-Za-z]:\\Users\\")
+# The file name ipykernel gives a cell (/tmp/ipykernel_<pid>/<hash>.py) appears in every warning
+# raised from notebook code; it names no user or checkout, and nbval sanitises it.
+IPYKERNEL_CELL_FILE = re.compile(r"[^\s\"'()]*ipykernel_\d+[/\\]\d+\.py")
+SYS_PATH_EDIT = re.compile(r"\bsys\.path\s*(\.\s*(insert|append|extend)\b|\+?=)")
+PIP_INSTALL = re.compile(r"\bpip3?\s+install\b|^\s*%pip\b|^\s*!\s*pip", re.MULTILINE)
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def code_cells(nb: dict) -> list[tuple[int, dict, str]]:
+    cells = []
+    for index, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            source = cell["source"]
+            cells.append((index, cell, source if isinstance(source, str) else "".join(source)))
+    return cells
+
+
+def output_texts(output: dict) -> list[str]:
+    """Every text in an output, images excluded (base64 can contain anything)."""
+    texts = []
+    if "text" in output:
+        texts.append(output["text"])
+    for mime, value in output.get("data", {}).items():
+        if mime.startswith("image/") and mime != "image/svg+xml":
+            continue
+        texts.append(value if isinstance(value, str) else json.dumps(value))
+    texts.extend(output.get("traceback", []))
+    if "evalue" in output:
+        texts.append(output["evalue"])
+    return ["".join(t) if isinstance(t, list) else t for t in texts]
+
+
+def require_notebooks():
+    if not NOTEBOOKS:
+        pytest.skip("no notebooks in notebooks/ yet")
+
+
+@pytest.fixture(params=NOTEBOOKS or [None], ids=lambda p: p.name if p else "none")
+def notebook(request):
+    require_notebooks()
+    return request.param.name, load(request.param)
+
+
+def test_execution_counts_are_1_to_n(notebook):
+    name, nb = notebook
+    counts = [cell.get("execution_count") for _, cell, src in code_cells(nb) if src.strip()]
+    assert counts == list(range(1, len(counts) + 1)), (
+        f"{name}: execution counts {counts}; re-run tools/execute_notebooks.py"
+    )
+
+
+def test_no_stored_errors(notebook):
+    name, nb = notebook
+    for index, cell, _ in code_cells(nb):
+        for output in cell.get("outputs", []):
+            assert output["output_type"] != "error", (
+                f"{name}: cell {index} stores an error: {output.get('ename')}: "
+                f"{output.get('evalue')}"
+            )
+
+
+def test_no_local_paths_in_outputs(notebook):
+    name, nb = notebook
+    for index, cell, _ in code_cells(nb):
+        for output in cell.get("outputs", []):
+            for text in output_texts(output):
+                text = IPYKERNEL_CELL_FILE.sub("IPYKERNEL_CELL.py", text)
+                found = LOCAL_PATH.search(text)
+                assert not found, (
+                    f"{name}: cell {index} output shows a local path: "
+                    f"...{text[max(0, found.start() - 40) : found.end() + 40]}..."
+                )
+
+
+def test_kernelspec_metadata(notebook):
+    name, nb = notebook
+    kernelspec = nb.get("metadata", {}).get("kernelspec", {})
+    assert kernelspec.get("name") == "python3", f"{name}: kernelspec is {kernelspec!r}"
+    assert kernelspec.get("language") == "python"
+    assert kernelspec.get("display_name")
+
+
+def test_no_sys_path_edits_or_pip_installs(notebook):
+    name, nb = notebook
+    for index, _, source in code_cells(nb):
+        assert not SYS_PATH_EDIT.search(source), (
+            f"{name}: cell {index} edits sys.path; attn_lib is installed with `pip install -e .`"
+        )
+        assert not PIP_INSTALL.search(source), (
+            f"{name}: cell {index} installs packages; they belong in requirements.txt"
+        )
+
+
+# --- (c) import hygiene -----------------------------------------------------------------------
+
+
+def test_import_attn_lib_needs_no_plotting_or_widgets():
+    if not (REPO / "attn_lib" / "__init__.py").exists():
+        pytest.skip("attn_lib/__init__.py does not exist yet")
+    code = (
+        "import sys, attn_lib; "
+        "print(sorted(m for m in ('matplotlib', 'ipywidgets', 'IPython') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"`import attn_lib` imported {result.stdout.strip()}"
+
+
+# --- (d) requirements.txt ---------------------------------------------------------------------
+
+PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
+REQUIRED = {
+    "torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab", "ipykernel", "nbval",
+    "nbclient", "nbformat", "nbconvert", "pytest", "pytest-xdist", "ruff",
+}  # fmt: skip
+
+
+def requirement_lines() -> list[str]:
+    lines = []
+    for raw in (REPO / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if line:
+            lines.append(line)
+    return lines
+
+
+def test_requirements_are_exact_pins():
+    pinned = {}
+    for line in requirement_lines():
+        if line == "-e ." or line.startswith("--extra-index-url "):
+            continue
+        assert PIN.match(line), f"requirements.txt: {line!r} is not an exact `==` pin"
+        name, version = line.split("==")
+        pinned[re.sub(r"[-_.]+", "-", name.split("[")[0]).lower()] = version
+    assert pinned.get("torch") == "2.13.0"
+    assert REQUIRED <= set(pinned), f"missing pins: {sorted(REQUIRED - set(pinned))}"
+    assert "-e ." in requirement_lines()
