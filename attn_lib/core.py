@@ -6,6 +6,7 @@ Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V        (Vaswani et al. 2017, eq.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -25,7 +26,7 @@ __all__ = ["SingleHeadAttention", "scaled_dot_product_attention"]
 
 
 def _check_fill_value(fill_value: object) -> float:
-    if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
+    if isinstance(fill_value, bool) or not isinstance(fill_value, numbers.Real):
         raise TypeError(
             f"fill_value must be a number (e.g. -1e9 or float('-inf')) or None, "
             f"got {type(fill_value).__name__}."
@@ -34,6 +35,32 @@ def _check_fill_value(fill_value: object) -> float:
     if math.isnan(fill_value):
         raise ValueError("fill_value is NaN; every masked score would turn the row into NaN.")
     return fill_value
+
+
+def _check_fill_fits(fill_value: float, dtype: torch.dtype) -> None:
+    """Raise masked_fill's own error when the fill cannot be stored in the inputs' dtype."""
+    try:
+        torch.zeros(1, dtype=dtype).masked_fill(torch.ones(1, dtype=torch.bool), fill_value)
+    except RuntimeError as err:
+        raise RuntimeError(
+            f"fill_value={fill_value:g} cannot be stored in {dtype} (its largest magnitude is "
+            f"{torch.finfo(dtype).max:g}), so masked_fill refuses it, as it refuses the "
+            f"article's -1e9 in float16. Leave fill_value=None for a fill that is safe in "
+            f"every dtype. (PyTorch said: {err})"
+        ) from err
+
+
+def _check_scores_finite(scores: torch.Tensor) -> None:
+    """Refuse scores that overflowed (finite inputs, infinite products): one cheap sum."""
+    if bool(torch.isfinite(scores.sum())) or bool(torch.isfinite(scores).all()):
+        return
+    largest = scores.abs().nan_to_num(posinf=float("inf")).amax().item()
+    raise ValueError(
+        f"the scores Q Kᵀ · scale overflowed to ±inf in {scores.dtype} (largest magnitude "
+        f"{largest:g}): the inputs are far too large for this dtype, and a softmax of infinite "
+        f"scores would silently give NaN or put weight on blocked keys. Normalise the inputs "
+        f"(e.g. a LayerNorm) or use a smaller scale."
+    )
 
 
 def scaled_dot_product_attention(
@@ -94,28 +121,30 @@ def scaled_dot_product_attention(
     shapes = check_qkv(query, key, value)
     scale = 1.0 / math.sqrt(shapes.d_k) if scale is None else check_scale(scale)
     dropout_p = check_dropout_p(dropout_p)
+    if not isinstance(training, bool):
+        raise TypeError(f"training must be True or False, got {training!r}.")
     if fill_value is not None:
         fill_value = _check_fill_value(fill_value)
     keep = None if mask is None else check_mask(mask, shapes.scores)
 
+    dtype = query.dtype
+    if fill_value is not None:
+        _check_fill_fits(fill_value, dtype)
+    if dtype in (torch.float16, torch.bfloat16):
+        # Half-precision scores overflow early (float16 stops at 65504): compute scores and
+        # softmax in float32 and round the results back, as PyTorch's CPU kernels do.
+        query, key, value = query.float(), key.float(), value.float()
+
     # Scaling the query (L_q × d_k numbers) instead of the scores (L_q × L_k) is the
     # same product and saves a full pass over the score matrix.
     scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., L_q, L_k)
+    _check_scores_finite(scores)
 
     if keep is None:
         weights = torch.softmax(scores, dim=-1)  # (..., L_q, L_k)
     elif fill_value is not None:
-        # The article's line, verbatim in spirit: whatever the fill does, it does.
-        try:
-            scores = scores.masked_fill(~keep, fill_value)
-        except RuntimeError as err:
-            raise RuntimeError(
-                f"fill_value={fill_value:g} cannot be stored in {scores.dtype} (its largest "
-                f"magnitude is {torch.finfo(scores.dtype).max:g}); this is what masked_fill "
-                f"does with the article's -1e9 in float16. Leave fill_value=None for a "
-                f"fill that is safe in every dtype. (PyTorch said: {err})"
-            ) from err
-        weights = torch.softmax(scores, dim=-1)
+        # The article's line: whatever the fill does (0, -1e9, -inf), it does here too.
+        weights = torch.softmax(scores.masked_fill(~keep, fill_value), dim=-1)
     else:
         # finfo.min is finite in every dtype: exp(min - row max) underflows to exactly 0
         # for any row with an allowed key, and no NaN is ever formed.
@@ -129,7 +158,7 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0 and training:
         weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)
     output = torch.matmul(weights, value)  # (..., L_q, d_v)
-    return output, weights
+    return output.to(dtype), weights.to(dtype)
 
 
 class SingleHeadAttention(nn.Module):
@@ -195,6 +224,12 @@ class SingleHeadAttention(nn.Module):
                 f"SingleHeadAttention({self.d_model}, {self.d_k})). Check the embedding width "
                 f"or build the module with d_model={x.shape[-1]}."
             )
+        weight_dtype = self.W_Q.weight.dtype
+        if x.dtype != weight_dtype:
+            raise TypeError(
+                f"{name} has dtype {x.dtype} but the module's weights are {weight_dtype}. "
+                f"Convert one of them: {name}.to({weight_dtype}) or module.to({x.dtype})."
+            )
         check_finite(name, x)
 
     def forward(
@@ -226,6 +261,12 @@ class SingleHeadAttention(nn.Module):
         source = x
         if context is not None:
             self._check_input("context", context)
+            if context.dim() != x.dim() or context.shape[:-2] != x.shape[:-2]:
+                raise ShapeError(
+                    f"x has shape {fmt_shape(x.shape)} and context {fmt_shape(context.shape)}; "
+                    f"they must have the same batch dims, (B, L_q, d_model) and (B, L_k, "
+                    f"d_model), because each sequence attends to its own context."
+                )
             source = context
         Q = self.W_Q(x)  # (B, L_q, d_k)
         K = self.W_K(source)  # (B, L_k, d_k)

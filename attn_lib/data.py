@@ -30,6 +30,7 @@ __all__ = [
     "ARTICLE_QUERY",
     "ARTICLE_SEED",
     "ARTICLE_SEQ_LEN",
+    "CROSS_SENTENCE",
     "EXAMPLE_LENGTHS",
     "KEY_FEATURES",
     "MASK_CHOICES",
@@ -41,6 +42,7 @@ __all__ = [
     "Sentence",
     "SettingResult",
     "article_example",
+    "cross_sentence",
     "embed",
     "embedding_table",
     "example_mask",
@@ -427,3 +429,525 @@ def short_and_long_tokens() -> Sentence:
     Source: a counterexample for article section 2.1.
     """
     return Sentence(tokens=("short", "long"), x=torch.tensor([[0.3, 0.1], [2.0, 0.5]]))
+
+
+# ---------------------------------------------------------------------------
+# Notebook 04: a second sentence, for cross-attention
+# ---------------------------------------------------------------------------
+
+# French for QKV_SENTENCE: eight distinct tokens, so L_k = 8 ≠ L_q = 7. When a model
+# translates French into English, the English words being written ask (queries) and
+# the French source words answer (keys and values).
+CROSS_SENTENCE = "un petit chat était assis sur le tapis"
+
+
+def cross_sentence(d_model: int = 8, *, seed: int = 1) -> Sentence:
+    """Notebook 04's source sentence, :data:`CROSS_SENTENCE`, embedded: x of shape (8, d_model).
+
+    Its embedding table is its own (seed 1 by default, not 0 as for
+    :func:`qkv_sentence`), so that no French token shares its vector with an English one
+    by the accident of sorting first in both vocabularies.
+
+    Args:
+        d_model: embedding width (≥ 1).
+        seed: the embedding table's seed (≥ 0).
+
+    Returns:
+        :class:`Sentence` with 8 tokens and x (8, d_model) float32.
+
+    Raises:
+        ShapeError: d_model < 1. ValueError: seed < 0.
+
+    Source: a made-up example for article sections 1.1 (encoder-decoder attention) and 2.3.
+    """
+    tokens = tokenize(CROSS_SENTENCE)
+    return Sentence(tokens=tokens, x=embed(tokens, embedding_table(tokens, d_model, seed=seed)))
+
+
+# ---------------------------------------------------------------------------
+# Notebook 06: checking against PyTorch (article section 3.4)
+# ---------------------------------------------------------------------------
+
+# How a mask is handed over, as the notebook 06 dashboard offers it (key → label).
+MASK_CONVENTIONS = {
+    "keep": "article keep-mask",
+    "mha_attn_mask": "MHA attn_mask",
+    "mha_key_padding": "MHA key_padding_mask",
+    "sdpa_bool": "SDPA bool",
+    "sdpa_additive": "SDPA additive",
+    "inverted": "inverted by mistake",
+}
+CONVENTION_MASK_CHOICES = ("none", "padding", "causal", "fully masked row")
+IMPLEMENTATIONS = ("attn_lib", "MHA", "SDPA")
+
+
+@dataclass(frozen=True)
+class ArticleMHAExample:
+    """The article's section 3.4 setup: x, PyTorch's module, and the module aligned with it.
+
+    Attributes:
+        x: (B, L, d_model) = (2, 4, 8), float32, the input of section 3.1.
+        mha: nn.MultiheadAttention(embed_dim=8, num_heads=1, bias=False,
+            batch_first=True), built right after the article's module (same seed,
+            same order), in eval mode.
+        model: SingleHeadAttention(8, 8) whose W_Q, W_K, W_V are rows [0:8], [8:16],
+            [16:24] of ``mha.in_proj_weight``, in eval mode.
+        Q, K: (B, L, d_k) = (2, 4, 8), float32, x projected by the copied W_Q, W_K.
+        V: (B, L, d_v) = (2, 4, 8), float32, x projected by the copied W_V.
+
+    Source: article section 3.4; torch.nn.MultiheadAttention.
+    """
+
+    x: torch.Tensor
+    mha: torch.nn.MultiheadAttention
+    model: SingleHeadAttention
+    Q: torch.Tensor
+    K: torch.Tensor
+    V: torch.Tensor
+
+
+def article_mha_example() -> ArticleMHAExample:
+    """Rebuild section 3.4: seed 42, x, the article's module, then nn.MultiheadAttention.
+
+    The random state is saved and restored (the caller's next draw is unchanged).
+    The article's module is built only to draw the same random numbers as the
+    article before ``nn.MultiheadAttention`` is built; its weights are then
+    replaced by slices of ``in_proj_weight``, as the article does.
+
+    Returns:
+        ArticleMHAExample; tensors float32, computed without gradients.
+
+    Source: article section 3.4.
+    """
+    E = ARTICLE_D_MODEL
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(ARTICLE_SEED)
+        x = torch.randn(ARTICLE_BATCH, ARTICLE_SEQ_LEN, E)  # (B, L, d_model)
+        model = SingleHeadAttention(E, ARTICLE_D_K).eval()
+        mha = torch.nn.MultiheadAttention(E, num_heads=1, bias=False, batch_first=True).eval()
+    with torch.no_grad():
+        for i, lin in enumerate((model.W_Q, model.W_K, model.W_V)):
+            lin.weight.copy_(mha.in_proj_weight[i * E : (i + 1) * E])  # (d_k, d_model)
+        Q, K, V = model.W_Q(x), model.W_K(x), model.W_V(x)  # (B, L, d_k) each
+    return ArticleMHAExample(x=x, mha=mha, model=model, Q=Q, K=K, V=V)
+
+
+def convention_keep_mask(mask: str, L: int = ARTICLE_SEQ_LEN) -> torch.Tensor | None:
+    """The intended keep-mask of a notebook 06 mask setting (True = may attend).
+
+    Args:
+        mask: "none"; "padding" (lengths :data:`EXAMPLE_LENGTHS`, padded keys
+            blocked); "causal"; or "fully masked row": padding applied to the queries
+            too (a query×key mask), so the padded *query* rows of sequence 1 have no
+            allowed key at all.
+        L: sequence length, at least max(EXAMPLE_LENGTHS).
+
+    Returns:
+        None, bool (B, 1, L) padding, bool (L, L) causal, or bool (B, L, L) for
+        "fully masked row".
+
+    Raises:
+        ValueError: an unknown mask name.
+
+    Source: article section 4.1; SERIES.md notebook 06 (a fully masked row).
+    """
+    if mask == "fully masked row":
+        pad = padding_mask(list(EXAMPLE_LENGTHS), max_len=L)  # (B, 1, L)
+        return pad.transpose(1, 2) & pad  # (B, L, L): real query and real key
+    if mask in ("none", "padding", "causal"):
+        return example_mask(mask, L)
+    raise ValueError(f"mask must be one of {CONVENTION_MASK_CHOICES}, got {mask!r}.")
+
+
+@dataclass(frozen=True)
+class ConventionResult:
+    """One setting of the mask-convention dashboard: the same intended mask, three functions.
+
+    Attributes:
+        convention: a key of :data:`MASK_CONVENTIONS`.
+        mask: one of :data:`CONVENTION_MASK_CHOICES`.
+        batch_index: the sequence shown (0 or 1).
+        keep: (L, L) bool, the intended keep-mask of that sequence (all True for "none").
+        passed_name: what tensor is handed over, in words, with its convention.
+        passed_text: (L, L) cell labels: the values of that tensor as passed
+            ("True", "False", "0", "-inf"), broadcast to (L_q, L_k); empty when
+            nothing is passed.
+        passed_blocked: (L, L) bool, the cells the receiving function reads as blocked.
+        error: None, or why this convention cannot express this mask (then MHA's
+            weights are None).
+        weights: implementation ("attn_lib", "MHA", "SDPA") → (L, L) float32 weights of
+            the shown sequence, or None; MHA's may hold NaN. SDPA's are derived by
+            running SDPA with value = the (L_k, L_k) identity matrix.
+        max_abs_diff: implementation → max |Δ| against attn_lib over the entries where
+            both are finite (nan when there is none, or no weights).
+        nan_rows: implementation → number of query rows holding a NaN.
+        key_labels: one tick label per key; "2 (pad)" for a padded key of sequence 1.
+
+    Source: torch.nn.MultiheadAttention and torch.nn.functional.scaled_dot_product_attention
+        docs (attn_mask, key_padding_mask); article sections 3.2 and 3.4.
+    """
+
+    convention: str
+    mask: str
+    batch_index: int
+    keep: torch.Tensor
+    passed_name: str
+    passed_text: tuple[tuple[str, ...], ...]
+    passed_blocked: torch.Tensor
+    error: str | None
+    weights: Mapping[str, torch.Tensor | None]
+    max_abs_diff: Mapping[str, float]
+    nan_rows: Mapping[str, int]
+    key_labels: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        """A one-line description of the setting, for figure titles."""
+        return (
+            f"mask: {self.mask} · passed as: {MASK_CONVENTIONS[self.convention]} · "
+            f"sequence {self.batch_index}"
+        )
+
+
+def convention_setting(
+    convention: str = "keep", mask: str = "padding", batch_index: int = 1
+) -> ConventionResult:
+    """Weights of attn_lib, nn.MultiheadAttention and SDPA when a mask is passed one way.
+
+    attn_lib always receives the intended keep-mask (it is the reference). The
+    convention decides what PyTorch's two functions receive:
+
+    - "keep", "mha_attn_mask", "sdpa_bool": each gets the mask converted to its own
+      convention (``to_multihead_attn_mask``, ``to_sdpa_mask``); the three names
+      differ only in which tensor the figure shows.
+    - "mha_key_padding": MHA gets ``key_padding_mask`` (B, L_k), True = padding;
+      it cannot express a causal or a per-query mask (``error`` says so).
+    - "sdpa_additive": both get ``to_additive`` (0 kept, -inf blocked), added to the
+      scores.
+    - "inverted": the classic mistake: MHA gets the keep-mask itself as
+      ``attn_mask`` (which it reads as True = blocked), and SDPA gets MHA's
+      convention (which it reads as True = takes part).
+
+    Pure and cached: each (convention, mask) pair is computed once for the whole
+    batch; the tensors returned are fresh copies.
+
+    Args:
+        convention: a key of :data:`MASK_CONVENTIONS`.
+        mask: one of :data:`CONVENTION_MASK_CHOICES`.
+        batch_index: 0 or 1, the sequence to return.
+
+    Returns:
+        ConventionResult with (L, L) = (4, 4) tensors.
+
+    Raises:
+        ValueError: an unknown convention or mask, or batch_index not 0 or 1.
+
+    Source: torch.nn.MultiheadAttention.forward and
+        torch.nn.functional.scaled_dot_product_attention docs; article section 3.4.
+    """
+    if convention not in MASK_CONVENTIONS:
+        raise ValueError(
+            f"convention must be one of {tuple(MASK_CONVENTIONS)}, got {convention!r}."
+        )
+    if mask not in CONVENTION_MASK_CHOICES:
+        raise ValueError(f"mask must be one of {CONVENTION_MASK_CHOICES}, got {mask!r}.")
+    if isinstance(batch_index, bool) or batch_index not in range(ARTICLE_BATCH):
+        raise ValueError(f"batch_index must be 0 or 1, got {batch_index!r}.")
+    full = _convention_batch(convention, mask)
+    b = batch_index
+
+    def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t[b].clone()
+
+    weights = {name: pick(w) for name, w in full["weights"].items()}
+    ref = weights["attn_lib"]
+    diffs, nan_rows = {}, {}
+    for name, w in weights.items():
+        if w is None:
+            diffs[name], nan_rows[name] = float("nan"), 0
+            continue
+        d = (w - ref).abs()  # (L, L); NaN where w is NaN
+        finite = torch.isfinite(d)
+        diffs[name] = float(d[finite].max()) if bool(finite.any()) else float("nan")
+        nan_rows[name] = int(torch.isnan(w).any(dim=-1).sum())
+    L = ARTICLE_SEQ_LEN
+    padded = mask in ("padding", "fully masked row")
+    labels = tuple(
+        f"{j} (pad)" if padded and j >= EXAMPLE_LENGTHS[b] else str(j) for j in range(L)
+    )
+    return ConventionResult(
+        convention=convention,
+        mask=mask,
+        batch_index=b,
+        keep=full["keep"][b].clone(),
+        passed_name=full["passed_name"],
+        passed_text=full["passed_text"][b],
+        passed_blocked=full["passed_blocked"][b].clone(),
+        error=full["error"],
+        weights=weights,
+        max_abs_diff=diffs,
+        nan_rows=nan_rows,
+        key_labels=labels,
+    )
+
+
+def _cell_text(values: torch.Tensor) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    """(B, L_q, L_k) bool or float mask values → per-cell labels as they read in code."""
+    if values.dtype == torch.bool:
+        text = [[["True" if v else "False" for v in row] for row in m] for m in values.tolist()]
+    else:
+        text = [
+            [["-inf" if v == float("-inf") else f"{v:g}" for v in row] for row in m]
+            for m in values.tolist()
+        ]
+    return tuple(tuple(tuple(row) for row in m) for m in text)
+
+
+@cache
+def _convention_batch(convention: str, mask: str) -> dict:
+    """Everything :func:`convention_setting` needs, for the whole batch (cached)."""
+    from .masks import to_additive, to_key_padding_mask, to_multihead_attn_mask, to_sdpa_mask
+    from .shapes import MaskError
+
+    ex = article_mha_example()
+    B, L = ARTICLE_BATCH, ARTICLE_SEQ_LEN
+    keep = convention_keep_mask(mask)  # None, (B, 1, L), (L, L) or (B, L, L)
+    full_keep = torch.ones(B, L, L, dtype=torch.bool)
+    if keep is not None:
+        full_keep = full_keep & keep  # (B, L, L)
+
+    mha_kwargs: dict[str, torch.Tensor] = {}
+    sdpa_mask: torch.Tensor | None = None
+    error: str | None = None
+    shown: torch.Tensor | None = None  # (B, L, L) values of the tensor the figure shows
+    blocked = torch.zeros(B, L, L, dtype=torch.bool)  # as the receiving function reads it
+    names = {
+        "keep": "keep-mask to attn_lib (True = may attend)",
+        "mha_attn_mask": "attn_mask to MHA (True = blocked)",
+        "mha_key_padding": "key_padding_mask to MHA (True = padding)",
+        "sdpa_bool": "attn_mask to SDPA (True = takes part)",
+        "sdpa_additive": "float attn_mask to SDPA and MHA (added)",
+        "inverted": "keep-mask to MHA as attn_mask (read as True = blocked)",
+    }
+    if keep is not None:
+        # A 3-D attn_mask for nn.MultiheadAttention must spell out (B * heads, L_q, L_k).
+        keep_mha = keep if keep.dim() == 2 else full_keep  # (L, L) or (B, L, L)
+        mha_kwargs = {"attn_mask": to_multihead_attn_mask(keep_mha)}
+        sdpa_mask = to_sdpa_mask(keep)
+        blocked = ~full_keep
+        if convention in ("keep", "sdpa_bool"):
+            shown = full_keep
+        elif convention == "mha_attn_mask":
+            shown = ~full_keep
+        elif convention == "mha_key_padding":
+            try:
+                kpm = to_key_padding_mask(keep)  # (B, L_k), True = padding
+            except MaskError:
+                error = (
+                    "a key_padding_mask blocks the same keys for every query, so it cannot "
+                    f"express a {mask} mask: use attn_mask"
+                )
+                mha_kwargs = {}
+            else:
+                mha_kwargs = {"key_padding_mask": kpm}
+                shown = kpm[:, None, :].expand(B, L, L)
+        elif convention == "sdpa_additive":
+            mha_kwargs = {"attn_mask": to_additive(keep_mha)}  # 0 kept, -inf blocked
+            sdpa_mask = to_additive(keep)
+            shown = to_additive(full_keep)
+        else:  # "inverted": each PyTorch function is handed the other one's convention
+            mha_kwargs = {"attn_mask": keep_mha}
+            sdpa_mask = to_multihead_attn_mask(keep_mha)
+            shown = full_keep
+            blocked = full_keep
+    if shown is None:
+        empty = tuple(tuple("" for _ in range(L)) for _ in range(L))
+        passed_text = (empty,) * B
+    else:
+        passed_text = _cell_text(shown)
+    if keep is None:
+        passed_name = "no mask passed"
+    elif error is not None:
+        passed_name = "key_padding_mask to MHA (not possible)"
+    else:
+        passed_name = names[convention]
+
+    with torch.no_grad():
+        _, w_lib = scaled_dot_product_attention(ex.Q, ex.K, ex.V, keep)  # (B, L, L)
+        w_mha = None
+        if error is None:
+            _, w_mha = ex.mha(
+                ex.x, ex.x, ex.x, need_weights=True, average_attn_weights=True, **mha_kwargs
+            )  # (B, L, L)
+        eye = torch.eye(L).expand(B, L, L)  # value = I makes SDPA's output its weights
+        w_sdpa = torch.nn.functional.scaled_dot_product_attention(
+            ex.Q, ex.K, eye, attn_mask=sdpa_mask
+        )  # (B, L, L)
+    return {
+        "keep": full_keep,
+        "passed_name": passed_name,
+        "passed_text": passed_text,
+        "passed_blocked": blocked if error is None else torch.zeros(B, L, L, dtype=torch.bool),
+        "error": error,
+        "weights": {"attn_lib": w_lib, "MHA": w_mha, "SDPA": w_sdpa},
+    }
+
+
+__all__ += [  # notebook 06's public names, added to the list at the top
+    "CONVENTION_MASK_CHOICES",
+    "IMPLEMENTATIONS",
+    "MASK_CONVENTIONS",
+    "ArticleMHAExample",
+    "ConventionResult",
+    "article_mha_example",
+    "convention_keep_mask",
+    "convention_setting",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 08: dropout on the attention weights (article section 4.3)
+# ---------------------------------------------------------------------------
+
+DROPOUT_PLACEMENTS = ("after softmax", "before softmax", "none")
+# Seed of the one uniform draw that decides which cells drop: a cell drops at rate p when
+# its uniform number is below p, so raising p only ever drops more cells (a slider reads
+# smoothly) and every setting is reproducible.
+DROPOUT_SEED = 8
+
+
+@dataclass(frozen=True)
+class DropoutSetting:
+    """The article's example with dropout placed after the softmax, before it, or nowhere.
+
+    Attributes:
+        p: dropout probability, in [0, 1).
+        placement: "after softmax" (on the weights, before V: what nn.MultiheadAttention
+            and attn_lib do), "before softmax" (on the scores) or "none".
+        training: dropout acts only in training mode.
+        batch_index: which sequence of the example (0 or 1).
+        scores: (L_q, L_k) = (4, 4), float32, Q Kᵀ / √d_k before any dropout.
+        weights: (L_q, L_k), float32, the weights that multiply V.
+        dropped: (L_q, L_k) bool, True where dropout zeroed the weight (after softmax)
+            or the score (before softmax); all False when dropout does not act.
+        row_sums: (L_q,), float32, each row's sum.
+        keep: (L_q, L_k) bool, all True (no mask here; for the shared heatmap view).
+        key_labels: "0" … "3".
+
+    Source: article section 4.3; torch.nn.functional.dropout (inverted dropout).
+    """
+
+    p: float
+    placement: str
+    training: bool
+    batch_index: int
+    scores: torch.Tensor
+    weights: torch.Tensor
+    dropped: torch.Tensor
+    row_sums: torch.Tensor
+    keep: torch.Tensor
+    key_labels: tuple[str, ...]
+
+    @property
+    def active(self) -> bool:
+        """Whether dropout changed anything: training mode, a placement and p > 0."""
+        return self.training and self.placement != "none" and self.p > 0
+
+    @property
+    def title(self) -> str:
+        """A one-line description of the setting, for figure titles."""
+        mode = "training" if self.training else "eval"
+        where = "no dropout" if self.placement == "none" else f"dropout {self.placement}"
+        return f"{where} · p = {self.p:.2f} · {mode} mode"
+
+
+def dropout_setting(
+    p: float = 0.2, placement: str = "after softmax", training: bool = True, batch_index: int = 0
+) -> DropoutSetting:
+    """Weights of the article's example under one dropout setting (a pure function).
+
+    Inverted dropout, as ``torch.nn.functional.dropout``: a dropped entry becomes 0 and
+    every kept entry is divided by 1 − p, so the expected value of each entry is
+    unchanged. "after softmax" drops weights: rows then sum to 1 only on average.
+    "before softmax" drops scores: a dropped score becomes 0 (weight exp(0)/Σ, not
+    "ignored") and the kept ones are divided by 1 − p; every row still sums to 1.
+    Which cells drop comes from one fixed uniform draw (seed :data:`DROPOUT_SEED`):
+    a cell drops when its number is below p.
+
+    Args:
+        p: dropout probability in [0, 1).
+        placement: one of :data:`DROPOUT_PLACEMENTS`.
+        training: True applies dropout, False (eval mode) never does.
+        batch_index: 0 or 1.
+
+    Returns:
+        DropoutSetting with scores, weights, dropped (4, 4) and row_sums (4,).
+
+    Raises:
+        TypeError: p not a real number, training not a bool.
+        ValueError: p outside [0, 1), an unknown placement, batch_index not 0 or 1.
+
+    Source: article section 4.3; torch.nn.functional.dropout; torch.nn.MultiheadAttention
+        (dropout on the attention weights).
+    """
+    if isinstance(p, bool) or not isinstance(p, int | float):
+        raise TypeError(f"p must be a real number in [0, 1), got {type(p).__name__}.")
+    if not 0.0 <= float(p) < 1.0:
+        raise ValueError(f"p must be in [0, 1), got {p}: it is the probability of dropping.")
+    if placement not in DROPOUT_PLACEMENTS:
+        raise ValueError(f"placement must be one of {DROPOUT_PLACEMENTS}, got {placement!r}.")
+    if not isinstance(training, bool):
+        raise TypeError(f"training must be True or False, got {training!r}.")
+    if isinstance(batch_index, bool) or batch_index not in range(ARTICLE_BATCH):
+        raise ValueError(f"batch_index must be 0 or 1, got {batch_index!r}.")
+    cached = _dropout_setting(round(float(p), 6), placement, training, batch_index)
+    return replace(
+        cached,
+        scores=cached.scores.clone(),
+        weights=cached.weights.clone(),
+        dropped=cached.dropped.clone(),
+        row_sums=cached.row_sums.clone(),
+        keep=cached.keep.clone(),
+    )
+
+
+@cache
+def _dropout_uniform() -> torch.Tensor:
+    g = torch.Generator().manual_seed(DROPOUT_SEED)
+    return torch.rand(ARTICLE_SEQ_LEN, ARTICLE_SEQ_LEN, generator=g)  # (L_q, L_k)
+
+
+@cache
+def _dropout_setting(p: float, placement: str, training: bool, batch_index: int) -> DropoutSetting:
+    ex = article_example()
+    Q, K = ex.Q[batch_index], ex.K[batch_index]  # (L, d_k) each
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (L_q, L_k)
+    active = training and placement != "none" and p > 0
+    dropped = (_dropout_uniform() < p) if active else torch.zeros_like(scores, dtype=torch.bool)
+    if active and placement == "before softmax":
+        weights = torch.softmax(torch.where(dropped, 0.0, scores / (1 - p)), dim=-1)
+    else:
+        weights = torch.softmax(scores, dim=-1)  # (L_q, L_k)
+        if active:
+            weights = torch.where(dropped, 0.0, weights / (1 - p))
+    L = ARTICLE_SEQ_LEN
+    return DropoutSetting(
+        p=p,
+        placement=placement,
+        training=training,
+        batch_index=batch_index,
+        scores=scores,
+        weights=weights,
+        dropped=dropped,
+        row_sums=weights.sum(dim=-1),  # (L_q,)
+        keep=torch.ones(L, L, dtype=torch.bool),
+        key_labels=tuple(str(j) for j in range(L)),
+    )
+
+
+__all__ += [  # notebook 08's public names, added to the list at the top
+    "DROPOUT_PLACEMENTS",
+    "DROPOUT_SEED",
+    "DropoutSetting",
+    "dropout_setting",
+]

@@ -735,3 +735,3847 @@ def check_causal_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
         "build it with dtype=torch.bool, or call .bool() on the 0/1 tensor",
         verbose,
     )
+
+
+# --- notebook 02: queries, keys and values ------------------------------------------------
+
+from itertools import permutations
+
+from torch import nn
+
+
+class _NoCallLinear(nn.Linear):
+    """An nn.Linear that refuses to be called: the exercise asks for the matrix product."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError(_NO_CALL)
+
+
+_NO_CALL = (
+    "this exercise asks for the matrix products themselves: use layer.weight and layer.bias "
+    "instead of calling layer(x)"
+)
+
+
+def _linear(d_in: int, d_out: int, bias: bool, g: torch.Generator) -> _NoCallLinear:
+    """A seeded (d_out, d_in) layer with nn.Linear's init ranges, without the global RNG."""
+    layer = _NoCallLinear(d_in, d_out, bias=bias, device="meta").to_empty(device="cpu")
+    bound = 1.0 / math.sqrt(d_in)
+    with torch.no_grad():
+        layer.weight.copy_(torch.empty(d_out, d_in).uniform_(-bound, bound, generator=g))
+        if layer.bias is not None:
+            layer.bias.copy_(torch.empty(d_out).uniform_(-bound, bound, generator=g))
+    return layer
+
+
+@dataclass(frozen=True)
+class _ProjectionCase:
+    name: str
+    x: torch.Tensor
+    layers: tuple[_NoCallLinear, _NoCallLinear, _NoCallLinear]  # W_Q, W_K, W_V
+
+
+def _projection_cases() -> list[_ProjectionCase]:
+    g = torch.Generator().manual_seed(_SEED + 2)
+
+    def case(
+        name: str, shape: tuple[int, ...], d_k: int, d_v: int, bias: bool
+    ) -> _ProjectionCase:
+        d_model = shape[-1]
+        layers = (
+            _linear(d_model, d_k, bias, g),
+            _linear(d_model, d_k, bias, g),
+            _linear(d_model, d_v, bias, g),
+        )
+        return _ProjectionCase(name, torch.randn(*shape, generator=g), layers)
+
+    return [
+        case("x (6, 5), d_k = 3, d_v = 4, bias=True (the default)", (6, 5), 3, 4, True),
+        case("x (2, 6, 5), a batch, d_k = 3, d_v = 4, bias=True", (2, 6, 5), 3, 4, True),
+        case("x (5, 4), d_model = d_k = d_v = 4, bias=True", (5, 4), 4, 4, True),
+        case("x (6, 5), d_k = 3, d_v = 2, bias=False (.bias is None)", (6, 5), 3, 2, False),
+    ]
+
+
+def _project(x: torch.Tensor, layer: nn.Linear, *, bias: bool = True) -> torch.Tensor:
+    """x @ weight.T (+ bias): what the layer computes, (…, d_out)."""
+    out = x @ layer.weight.detach().T
+    if bias and layer.bias is not None:
+        out = out + layer.bias.detach()
+    return out
+
+
+def check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check Q, K, V computed with matrix products from three nn.Linear layers' parameters.
+
+    ``fn(x, W_Q, W_K, W_V)`` receives x (L, d_model) or (B, L, d_model) and three
+    ``nn.Linear`` layers (W_Q, W_K: d_model → d_k; W_V: d_model → d_v) and must
+    return (Q, K, V) computed from ``layer.weight`` (stored as (d_out, d_model)) and
+    ``layer.bias`` ((d_out,), or None for bias=False): Q = x @ W_Q.weight.T + b_Q.
+    Calling a layer is refused in this exercise. Cases: d_k ≠ d_model ≠ d_v with
+    bias, a batch, a square case (d_model = d_k = d_v, where a missing transpose runs
+    silently) and bias=False.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "called_layer",
+        "bad_return", "no_transpose", "missing_bias", "bias_none", "order", "error",
+        "wrong_shape", "unknown".
+
+    Source: article section 2.1 (W_Q written as (d_model, d_k)); torch.nn.Linear
+        (weight (out_features, in_features), y = x Wᵀ + b, bias=True by default).
+    """
+    name = _name_of(fn)
+    cases = _projection_cases()
+    expected = [tuple(_project(c.x, layer) for layer in c.layers) for c in cases]
+    outcomes: list[tuple[torch.Tensor, ...] | BaseException] = []
+    for case in cases:
+        try:
+            result = fn(case.x.clone(), *case.layers)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            outcomes.append(err)
+            continue
+        if not (
+            isinstance(result, tuple | list)
+            and len(result) == 3
+            and all(isinstance(t, torch.Tensor) for t in result)
+        ):
+            got = type(result).__name__
+            if isinstance(result, tuple | list):
+                got += f" of length {len(result)}"
+            return _finish(
+                False,
+                "bad_return",
+                f"Not yet. {name} returned a {got}; return the three tensors (Q, K, V).",
+                verbose,
+            )
+        outcomes.append(tuple(t.detach() for t in result))
+
+    errors = [(c, o) for c, o in zip(cases, outcomes, strict=True) if isinstance(o, BaseException)]
+    if any(isinstance(o, NotImplementedError) for _, o in errors):
+        return _not_written(name, verbose)
+    if any(_NO_CALL in str(o) for _, o in errors):
+        return _finish(
+            False,
+            "called_layer",
+            "Not yet. Your function calls a layer, W_Q(x), which this exercise refuses: the "
+            "point is to see what the layer computes. Use its parameters: "
+            "`x @ W_Q.weight.T + W_Q.bias`.",
+            verbose,
+        )
+    for case, err in errors:
+        text = str(err)
+        if "NoneType" in text:
+            return _finish(
+                False,
+                "bias_none",
+                f"Not yet. On the case '{case.name}' your function raised {type(err).__name__}: "
+                f"{text.splitlines()[0]}. A layer built with bias=False has `.bias = None`, "
+                f"and None cannot be added to a tensor: add the bias only when it exists, "
+                f"e.g. `if layer.bias is not None: Q = Q + layer.bias`.",
+                verbose,
+            )
+        if "cannot be multiplied" in text or "size mismatch" in text:
+            return _finish(
+                False,
+                "no_transpose",
+                f"Not yet. On the case '{case.name}' your function raised {type(err).__name__}: "
+                f"{text.splitlines()[0]}. nn.Linear(d_model, d_k) stores its weight as "
+                f"(d_k, d_model), the transpose of the article's (d_model, d_k) matrix, so the "
+                f"product is `x @ W_Q.weight.T`, not `x @ W_Q.weight` (which runs only when "
+                f"d_k = d_model, and then silently gives wrong numbers).",
+                verbose,
+            )
+
+    def same(outcome: object, want: tuple[torch.Tensor, ...]) -> bool:
+        return not isinstance(outcome, BaseException) and all(
+            _close(a, b) for a, b in zip(outcome, want, strict=True)
+        )
+
+    if all(same(o, e) for o, e in zip(outcomes, expected, strict=True)):
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} computes Q, K and V exactly as the layers would, on all "
+            f"{len(cases)} cases (with and without bias, a batch, and a square case where a "
+            f"missing transpose would have run silently): x @ weight.T + bias.",
+            verbose,
+        )
+    no_bias = [tuple(_project(c.x, layer, bias=False) for layer in c.layers) for c in cases]
+    if all(same(o, e) for o, e in zip(outcomes, no_bias, strict=True)):
+        return _finish(
+            False,
+            "missing_bias",
+            (
+                "Not yet. Your products are right but the bias is missing. nn.Linear has "
+                "bias=True by default, so these layers (except in the bias=False case) add "
+                "`layer.bias` after the product: `x @ layer.weight.T + layer.bias`."
+            ),
+            verbose,
+        )
+    if errors:
+        case, err = errors[0]
+        return _finish(
+            False,
+            "error",
+            f"Not yet. On the case '{case.name}' your function raised {type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}. Fix that line and run the check "
+            f"again.",
+            verbose,
+        )
+    for order in permutations(range(3)):
+        if order != (0, 1, 2) and all(
+            same(o, tuple(e[k] for k in order)) for o, e in zip(outcomes, expected, strict=True)
+        ):
+            got = ", ".join("QKV"[k] for k in order)
+            return _finish(
+                False,
+                "order",
+                f"Not yet. Your three tensors are right but returned in the order ({got}); "
+                f"return (Q, K, V): W_Q makes the queries, W_K the keys, W_V the values.",
+                verbose,
+            )
+    for case, outcome, want in zip(cases, outcomes, expected, strict=True):
+        shapes = [tuple(t.shape) for t in outcome]
+        wanted = [tuple(t.shape) for t in want]
+        if shapes != wanted:
+            return _finish(
+                False,
+                "wrong_shape",
+                f"Not yet. On the case '{case.name}' your (Q, K, V) have shapes {shapes}; they "
+                f"should be {wanted}: each layer maps the last dim, d_model, to its own width.",
+                verbose,
+            )
+    return _finish(
+        False,
+        "unknown",
+        "Not yet. The shapes are right but the numbers are not, and they match none of the "
+        "usual mistakes (no transpose, no bias, Q/K/V swapped). Compute each one as "
+        "`x @ layer.weight.T + layer.bias`.",
+        verbose,
+    )
+
+
+@dataclass(frozen=True)
+class _BiasCase:
+    name: str
+    query: torch.Tensor  # (L_q, d_k)
+    key: torch.Tensor  # (L_k, d_k)
+    value: torch.Tensor  # (L_k, d_v)
+    bias: torch.Tensor  # (d_k,) for K, (d_v,) for V
+
+
+def _bias_cases(width_of_bias: str) -> list[_BiasCase]:
+    g = torch.Generator().manual_seed(_SEED + 3)
+    cases = []
+    for L_q, L_k, d_k, d_v in ((5, 5, 4, 3), (3, 7, 6, 2), (8, 4, 2, 5)):
+        q, k, v = (torch.randn(*s, generator=g) for s in ((L_q, d_k), (L_k, d_k), (L_k, d_v)))
+        width = d_v if width_of_bias == "v" else d_k
+        b = torch.randn(width, generator=g)
+        name = f"L_q = {L_q}, L_k = {L_k}, d_k = {d_k}, d_v = {d_v}"
+        cases.append(_BiasCase(name, q, k, v, b))
+    return cases
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)  # (L_q, L_k)
+    return weights @ v  # (L_q, d_v)
+
+
+def _call_tensor_fn(fn: Callable, *args: torch.Tensor) -> torch.Tensor | BaseException | str:
+    try:
+        result = fn(*(a.clone() for a in args))
+    except Exception as err:  # noqa: BLE001 - reported in words
+        return err
+    if not isinstance(result, torch.Tensor):
+        return f"returned {type(result).__name__}, not a tensor"
+    return result.detach()
+
+
+def _check_prediction(
+    fn: Callable,
+    cases: list,
+    make_args: Callable,
+    truth: Callable,
+    mistakes: list[tuple[str, str, Callable]],
+    passed: str,
+    reshape: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    verbose: bool,
+) -> CheckResult:
+    """Run fn on every case and compare with the truth, then with each known mistake."""
+    name = _name_of(fn)
+    got = []
+    for case in cases:
+        out = _call_tensor_fn(fn, *make_args(case))
+        if isinstance(out, NotImplementedError):
+            return _not_written(name, verbose)
+        if isinstance(out, BaseException):
+            return _finish(
+                False,
+                "error",
+                f"Not yet. On the case '{case.name}' your function raised {type(out).__name__}: "
+                f"{str(out).splitlines()[0] if str(out) else ''}. Fix that line and run the "
+                f"check again.",
+                verbose,
+            )
+        if isinstance(out, str):
+            return _finish(False, "bad_return", f"Not yet. {name} {out}.", verbose)
+        got.append(reshape(out, truth(case)))
+    if all(_close(o, truth(c)) for o, c in zip(got, cases, strict=True)):
+        return _finish(True, None, f"Passed. {passed}", verbose)
+    for code, message, wrong in mistakes:
+        if all(_close(o, wrong(c)) for o, c in zip(got, cases, strict=True)):
+            return _finish(False, code, f"Not yet. {message}", verbose)
+    for o, c in zip(got, cases, strict=True):
+        want = truth(c)
+        if o.shape != want.shape:
+            return _finish(
+                False,
+                "wrong_shape",
+                f"Not yet. On the case '{c.name}' your answer has shape {tuple(o.shape)}; it "
+                f"should be {tuple(want.shape)}.",
+                verbose,
+            )
+    return _finish(
+        False,
+        "unknown",
+        "Not yet. Your numbers match neither the truth nor a usual mistake. Write the "
+        "changed quantity as a sum over the keys and see which terms the bias touches.",
+        verbose,
+    )
+
+
+def check_v_bias_prediction(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a prediction of what a bias on V does to the attention outputs.
+
+    ``fn(output, b_V)`` receives the outputs of attention without bias, (L_q, d_v),
+    and a bias vector b_V, (d_v,), and must return the outputs the same attention
+    gives when every value gets b_V added, (L_q, d_v) — without recomputing
+    attention (it gets no Q, K or V). The truth is computed by running attention
+    with V + b_V on three seeded cases with L_q ≠ L_k and d_k ≠ d_v.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error",
+        "bad_return", "no_change", "times_length", "over_length", "sign",
+        "wrong_shape", "unknown".
+
+    Source: article section 3.2 (bias=False); torch.nn.Linear (bias=True by default).
+    """
+    cases = _bias_cases("v")
+
+    def plain(c: _BiasCase) -> torch.Tensor:
+        return _attend(c.query, c.key, c.value)
+
+    def n_keys(c: _BiasCase) -> int:
+        return c.key.shape[0]
+
+    def n_queries(c: _BiasCase) -> int:
+        return c.query.shape[0]
+
+    mistakes = [
+        (
+            "no_change",
+            (
+                "You predict that the outputs do not change. That is true of a bias on K, not "
+                "on V: every value v_j becomes v_j + b_V, and each output is a weighted sum of "
+                "the values, so the bias comes through."
+            ),
+            plain,
+        ),
+        (
+            "times_length",
+            (
+                "You add the bias once per key. But the weights of a row sum to 1, so "
+                "Σ_j w_ij (v_j + b_V) = Σ_j w_ij v_j + b_V: the bias is added exactly once."
+            ),
+            lambda c: plain(c) + n_keys(c) * c.bias,
+        ),
+        (
+            "times_length",
+            (
+                "You multiply the bias by the number of output rows. The weights of a row sum "
+                "to 1, so Σ_j w_ij (v_j + b_V) = Σ_j w_ij v_j + b_V: the bias is added exactly "
+                "once, to every output row."
+            ),
+            lambda c: plain(c) + n_queries(c) * c.bias,
+        ),
+        (
+            "over_length",
+            (
+                "You divide the bias by the number of output rows. The weights need not be "
+                "uniform, but they always sum to 1, so the bias comes through whole: "
+                "Σ_j w_ij (v_j + b_V) = output_i + b_V."
+            ),
+            lambda c: plain(c) + c.bias / n_queries(c),
+        ),
+        (
+            "over_length",
+            (
+                "You divide the bias by the number of keys. The weights sum to 1, so the bias "
+                "comes through whole: Σ_j w_ij (v_j + b_V) = output_i + b_V."
+            ),
+            lambda c: plain(c) + c.bias / n_keys(c),
+        ),
+        (
+            "sign",
+            (
+                "Right size, wrong sign: the bias is added to the values, so it is added to "
+                "the outputs, not subtracted."
+            ),
+            lambda c: plain(c) - c.bias,
+        ),
+    ]
+    return _check_prediction(
+        fn,
+        cases,
+        lambda c: (plain(c), c.bias),
+        lambda c: _attend(c.query, c.key, c.value + c.bias),
+        mistakes,
+        f"{_name_of(fn)} predicts the outputs of attention run with V + b_V on all "
+        f"{len(cases)} cases. Each output is Σ_j w_ij v_j with weights that sum to 1, so "
+        f"adding b_V to every value adds exactly b_V to every output, whatever the weights.",
+        lambda out, want: out,
+        verbose,
+    )
+
+
+def check_k_bias_shift(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check the shift a bias on K adds to each row of the scaled scores.
+
+    ``fn(query, b_K)`` receives the queries (L_q, d_k) and a bias vector b_K (d_k,)
+    and must return, for every query i, how much its row of the scaled scores
+    Q Kᵀ / √d_k moves when b_K is added to every key: shape (L_q,) (a (L_q, 1)
+    column is accepted too). The truth is measured from the scores themselves, with
+    and without the bias, on three seeded cases.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error",
+        "bad_return", "zero", "no_scale", "scale_d_k", "wrong_shape", "unknown".
+
+    Source: article sections 2.2 (scaling) and 3.2 (bias=False); Vaswani et al. 2017, eq. (1).
+    """
+    cases = _bias_cases("k")
+
+    def truth(c: _BiasCase) -> torch.Tensor:
+        scale = math.sqrt(c.query.shape[-1])
+        shift = c.query @ (c.key + c.bias).T / scale - c.query @ c.key.T / scale  # (L_q, L_k)
+        return shift[:, 0]  # every column holds the same shift: (L_q,)
+
+    def reshape(out: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+        return out[:, 0] if out.dim() == 2 and out.shape == (*want.shape, 1) else out
+
+    mistakes = [
+        (
+            "zero",
+            (
+                "You answer 0: the scores do not change. They do: each row moves by "
+                "q_i·b_K / √d_k. What does not change is the *weights*, because softmax "
+                "ignores a constant added to a whole row."
+            ),
+            lambda c: torch.zeros(c.query.shape[0]),
+        ),
+        (
+            "no_scale",
+            (
+                "Right idea, but that is the shift of the raw scores Q Kᵀ. The scores are "
+                "divided by √d_k (d_k = query.size(-1)), and so is their shift: "
+                "`query @ b_K / math.sqrt(d_k)`."
+            ),
+            lambda c: c.query @ c.bias,
+        ),
+        (
+            "scale_d_k",
+            (
+                "Your shift is divided by d_k; the scores are divided by √d_k: "
+                "`query @ b_K / math.sqrt(d_k)`."
+            ),
+            lambda c: c.query @ c.bias / c.query.shape[-1],
+        ),
+    ]
+    return _check_prediction(
+        fn,
+        cases,
+        lambda c: (c.query, c.bias),
+        truth,
+        mistakes,
+        f"{_name_of(fn)} gives each row's shift, q_i·b_K / √d_k, on all {len(cases)} cases. "
+        f"It is the same for every key j of row i, so softmax, which ignores a constant added "
+        f"to a row, gives the same weights: a bias on K changes nothing.",
+        reshape,
+        verbose,
+    )
+
+
+__all__ += ["check_k_bias_shift", "check_qkv_projection", "check_v_bias_prediction"]
+
+
+# --- notebooks 00 and 01: shapes, retrieval, permutations, path lengths --------------------
+
+from .data import library_books, library_query
+from .experiments import path_lengths, retrieve, seeded_attention
+from .shapes import shape_trace
+
+SHAPE_NAMES = ("Q", "K", "V", "scores", "weights", "output")
+# (B, L_q, L_k, d_model, d_k, d_v): cross-attention first; every case has d_v ≠ d_k.
+_SHAPE_CASES = ((2, 3, 5, 16, 4, 6), (4, 7, 2, 8, 3, 5), (3, 4, 4, 10, 2, 7))
+
+
+def _sizes_text(sizes: tuple[int, ...]) -> str:
+    names = ("B", "L_q", "L_k", "d_model", "d_k", "d_v")
+    return ", ".join(f"{n}={v}" for n, v in zip(names, sizes, strict=True))
+
+
+def _as_shape_tuple(value: object) -> tuple[int, ...] | None:
+    """A shape given as a tuple, list or torch.Size of ints, else None."""
+    if isinstance(value, torch.Size):
+        return tuple(value)
+    if isinstance(value, tuple | list) and all(
+        isinstance(d, int) and not isinstance(d, bool) for d in value
+    ):
+        return tuple(value)
+    return None
+
+
+def expected_shapes(
+    B: int, L_q: int, L_k: int, d_model: int, d_k: int, d_v: int
+) -> dict[str, tuple[int, ...]]:
+    """The shapes of Q, K, V, scores, weights and output, from attn_lib.shape_trace.
+
+    Q is computed from a (B, L_q, d_model) input, K and V from a (B, L_k, d_model) one
+    (for self-attention both are the same x and L_q = L_k). d_model only sets the inputs'
+    width: it appears in none of the six shapes.
+
+    Returns:
+        {"Q": (B, L_q, d_k), "K": (B, L_k, d_k), "V": (B, L_k, d_v),
+        "scores": (B, L_q, L_k), "weights": (B, L_q, L_k), "output": (B, L_q, d_v)}.
+
+    Raises:
+        ShapeError: a size < 1 (from shape_trace).
+
+    Source: article section 2.3; Vaswani et al. 2017, eq. (1).
+    """
+    del d_model  # the projections remove it
+    steps = {s.step: s.shape for s in shape_trace((B, L_q, d_k), (B, L_k, d_k), (B, L_k, d_v))}
+    return {name: steps[name] for name in SHAPE_NAMES}
+
+
+def _shape_hint(name: str, got: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[str, str]:
+    """(mistake code, explanation) for a wrong shape of one entry."""
+    B, L_q, L_k, d_model, d_k, d_v = sizes
+    known: dict[tuple[str, tuple[int, ...]], tuple[str, str]] = {
+        ("Q", (B, L_q, d_model)): ("width_d_model", "W_Q maps each d_model-wide token to d_k numbers, so Q is d_k wide."),
+        ("Q", (B, L_k, d_k)): ("query_length", "Q has one row per query: L_q rows. In cross-attention the queries come from the sequence that asks."),
+        ("K", (B, L_q, d_k)): ("key_length", "K has one row per key: L_k rows. In cross-attention the keys come from the other sequence, the one being searched."),
+        ("K", (B, L_k, d_model)): ("width_d_model", "W_K maps each token to d_k numbers, so K is d_k wide (it must match Q's width for the dot products)."),
+        ("K", (B, d_k, L_k)): ("key_transposed", "That is Kᵀ. K itself is (B, L_k, d_k); attention transposes it when it computes Q Kᵀ."),
+        ("V", (B, L_k, d_k)): ("value_width", "W_V maps d_model to d_v, and d_v need not equal d_k: V is d_v wide."),
+        ("V", (B, L_q, d_v)): ("value_length", "V has one row per key (L_k rows): each value travels with its key."),
+        ("V", (B, L_k, d_model)): ("width_d_model", "W_V maps each token to d_v numbers, so V is d_v wide."),
+        ("scores", (B, L_k, L_q)): ("scores_transposed", "Rows are queries and columns are keys: Q Kᵀ is (L_q, d_k) @ (d_k, L_k) = (L_q, L_k)."),
+        ("scores", (B, L_q, d_k)): ("scores_width", "Scores compare every query with every key, one number per pair: (L_q, L_k)."),
+        ("scores", (B, L_q, L_q)): ("scores_square", "Scores pair every query with every key; with L_q ≠ L_k they are not square: (L_q, L_k)."),
+        ("scores", (B, L_k, L_k)): ("scores_square", "Scores pair every query with every key; with L_q ≠ L_k they are not square: (L_q, L_k)."),
+        ("output", (B, L_q, d_k)): ("output_width", "Each output row is a blend of rows of V, so it is d_v wide, not d_k."),
+        ("output", (B, L_k, d_v)): ("output_length", "There is one output row per query: L_q rows."),
+        ("output", (B, L_q, L_k)): ("output_is_weights", "That is the weights' shape; the output is weights @ V: (L_q, L_k) @ (L_k, d_v) = (L_q, d_v)."),
+        ("output", (B, L_q, d_model)): ("output_width", "A single-head attention without an output projection returns d_v-wide rows, the width of V."),
+    }  # fmt: skip
+    if name == "weights":
+        return "weights_shape", "Softmax does not change the shape: the weights have the scores' shape."
+    if len(got) == 2:
+        return "batch_missing", "Keep the batch dim B in front: every tensor here is (B, …, …)."
+    return known.get((name, got), ("wrong_shape", ""))
+
+
+def check_shape_predictions(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a function that predicts the six shapes of attention, and name the mistake if any.
+
+    ``fn(B, L_q, L_k, d_model, d_k, d_v)`` must return a dict with the keys
+    "Q", "K", "V", "scores", "weights", "output", each a shape (a tuple of ints, a list or a
+    torch.Size), where Q comes from a (B, L_q, d_model) input and K, V from a
+    (B, L_k, d_model) one. Cases: (2, 3, 5, 16, 4, 6) and (4, 7, 2, 8, 3, 5)
+    (cross-attention) and (3, 4, 4, 10, 2, 7) (self-attention), all with d_v ≠ d_k.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "missing", "width_d_model", "query_length", "key_length", "key_transposed",
+        "value_width", "value_length", "scores_transposed", "scores_width",
+        "scores_square", "weights_shape", "output_width", "output_length",
+        "output_is_weights", "batch_missing", "wrong_shape".
+
+    Source: article section 2.3; attn_lib.shape_trace.
+    """
+    name = _name_of(fn)
+    for sizes in _SHAPE_CASES:
+        try:
+            got = fn(*sizes)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(
+                False,
+                "error",
+                f"Not yet. For {_sizes_text(sizes)} your function raised {type(err).__name__}: "
+                f"{err}. Fix that line and run the check again.",
+                verbose,
+            )
+        if not isinstance(got, dict):
+            return _finish(
+                False,
+                "bad_return",
+                f"Not yet. {name} returned {type(got).__name__}; return a dict such as "
+                f"{{'Q': (B, L_q, d_k), ...}} with the keys {', '.join(SHAPE_NAMES)}.",
+                verbose,
+            )
+        missing = [n for n in SHAPE_NAMES if n not in got]
+        if missing:
+            return _finish(
+                False,
+                "missing",
+                f"Not yet. The dict has no entry for {', '.join(missing)}; give all six: "
+                f"{', '.join(SHAPE_NAMES)}.",
+                verbose,
+            )
+        want = expected_shapes(*sizes)
+        for entry in SHAPE_NAMES:
+            shape = _as_shape_tuple(got[entry])
+            if shape is None:
+                return _finish(
+                    False,
+                    "bad_return",
+                    f"Not yet. {entry} is {got[entry]!r}; give each shape as a tuple of ints, "
+                    f"e.g. (B, L_q, d_k).",
+                    verbose,
+                )
+            if shape != want[entry]:
+                code, why = _shape_hint(entry, shape, sizes)
+                return _finish(
+                    False,
+                    code,
+                    f"Not yet. For {_sizes_text(sizes)} you predicted {entry} = {shape}, but it "
+                    f"is {want[entry]}. {why}".rstrip(),
+                    verbose,
+                )
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} predicts all six shapes for {len(_SHAPE_CASES)} size settings, "
+        f"cross-attention (L_q ≠ L_k) and self-attention, with d_v ≠ d_k.",
+        verbose,
+    )
+
+
+# (B, L_q, L_k, d_k, d_v)
+_INPUT_CASES = ((2, 3, 5, 4, 6), (3, 1, 4, 2, 5), (1, 6, 2, 3, 7))
+
+
+def check_attention_inputs(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a function that builds query, key and value tensors of given sizes.
+
+    ``fn(B, L_q, L_k, d_k, d_v)`` must return a tuple (query, key, value) of floating-point
+    tensors of shapes (B, L_q, d_k), (B, L_k, d_k) and (B, L_k, d_v) (any values, e.g.
+    from torch.randn), which attn_lib.scaled_dot_product_attention then accepts, giving an
+    output (B, L_q, d_v). Cases: (2, 3, 5, 4, 6), (3, 1, 4, 2, 5), (1, 6, 2, 3, 7).
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "not_float", "batch_not_first", "query_length", "key_length", "key_transposed",
+        "value_width", "value_length", "wrong_shape".
+
+    Source: article section 2.3; attn_lib.scaled_dot_product_attention.
+    """
+    name = _name_of(fn)
+    for B, L_q, L_k, d_k, d_v in _INPUT_CASES:
+        sizes = f"B={B}, L_q={L_q}, L_k={L_k}, d_k={d_k}, d_v={d_v}"
+        try:
+            got = fn(B, L_q, L_k, d_k, d_v)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(
+                False,
+                "error",
+                f"Not yet. For {sizes} your function raised {type(err).__name__}: {err}.",
+                verbose,
+            )
+        if not (
+            isinstance(got, tuple | list)
+            and len(got) == 3
+            and all(isinstance(t, torch.Tensor) for t in got)
+        ):
+            return _finish(
+                False,
+                "bad_return",
+                f"Not yet. {name} should return three tensors, (query, key, value); it returned "
+                f"{type(got).__name__}"
+                + (f" of length {len(got)}." if isinstance(got, tuple | list) else "."),
+                verbose,
+            )
+        tensors = dict(zip(("query", "key", "value"), got, strict=True))
+        want = {"query": (B, L_q, d_k), "key": (B, L_k, d_k), "value": (B, L_k, d_v)}
+        for role, t in tensors.items():
+            if not t.is_floating_point():
+                return _finish(
+                    False,
+                    "not_float",
+                    f"Not yet. {role} has dtype {t.dtype}; attention needs floating-point "
+                    f"tensors (softmax and the division by √d_k produce fractions). Use "
+                    f"torch.randn, or convert with .float().",
+                    verbose,
+                )
+        for role, t in tensors.items():
+            shape = tuple(t.shape)
+            if shape == want[role]:
+                continue
+            hints = {
+                ("query", (B, L_k, d_k)): ("query_length", "query has one row per query: L_q."),
+                ("key", (B, L_q, d_k)): (
+                    "key_length",
+                    "key has one row per key: L_k (the keys come from the sequence searched).",
+                ),
+                ("key", (B, d_k, L_k)): (
+                    "key_transposed",
+                    "That is Kᵀ; pass key as (B, L_k, d_k): attention transposes it itself.",
+                ),
+                ("value", (B, L_k, d_k)): (
+                    "value_width",
+                    "value is d_v wide, and d_v need not equal d_k.",
+                ),
+                ("value", (B, L_q, d_v)): (
+                    "value_length",
+                    "value has one row per key (L_k), like key.",
+                ),
+            }
+            batch_second = (want[role][1], want[role][0], want[role][2])
+            if shape == batch_second:
+                code, why = (
+                    "batch_not_first",
+                    "The batch dim comes first: (B, length, width), PyTorch's batch_first layout.",
+                )
+            else:
+                code, why = hints.get((role, shape), ("wrong_shape", ""))
+            return _finish(
+                False,
+                code,
+                f"Not yet. For {sizes}, {role} has shape {shape}; it should be "
+                f"{want[role]}. {why}".rstrip(),
+                verbose,
+            )
+        scaled_dot_product_attention(*got)  # runs: the shapes fit together
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} builds query (B, L_q, d_k), key (B, L_k, d_k) and value "
+        f"(B, L_k, d_v) for {len(_INPUT_CASES)} size settings, and attn_lib's attention "
+        f"returns an output (B, L_q, d_v) on each.",
+        verbose,
+    )
+
+
+def _retrieve_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, float]]:
+    """(description, query (d_k,), keys (n, d_k), values (n, d_v), temperature)."""
+    lib = library_books()
+    g = torch.Generator().manual_seed(_SEED)
+    keys, values = torch.randn(5, 3, generator=g), torch.randn(5, 6, generator=g)
+    return [
+        ("the library, the article's query, T = 1", library_query(), lib.keys, lib.values, 1.0),
+        ("the library, the article's query, T = 0.2", library_query(), lib.keys, lib.values, 0.2),
+        (
+            "the library, history +1 and cooking −1, T = 2",
+            library_query({"history": 1.0, "cooking": -1.0}),
+            lib.keys,
+            lib.values,
+            2.0,
+        ),
+        ("random keys (5, 3) and values (5, 6), T = 0.7", torch.randn(3, generator=g), keys, values, 0.7),
+    ]  # fmt: skip
+
+
+def _retrieval_mistakes() -> list[tuple[str, str, Callable]]:
+    def soft(scores: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(scores, dim=-1)
+
+    def hard(scores: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.one_hot(scores.argmax(), scores.numel()).to(scores.dtype)
+
+    return [
+        (
+            "no_temperature",
+            (
+                "Your weights ignore the temperature: divide the scores by T before the "
+                "softmax, softmax(scores / T)."
+            ),
+            lambda q, k, v, T: soft(k @ q),
+        ),
+        (
+            "temperature_multiplied",
+            (
+                "Your scores are multiplied by T instead of divided: a high temperature must "
+                "flatten the weights, a low one sharpen them. Use softmax(scores / T)."
+            ),
+            lambda q, k, v, T: soft(k @ q * T),
+        ),
+        (
+            "sum_normalised",
+            (
+                "Your weights are the scores divided by their sum. That breaks as soon as a "
+                "score is negative or the scores sum to 0, and it has no temperature. Softmax "
+                "makes every weight positive first (exp), then normalises: softmax(scores / T)."
+            ),
+            lambda q, k, v, T: (k @ q) / (k @ q).sum(),
+        ),
+        (
+            "hard_max",
+            (
+                "You take only the best book (weight 1 for the top score, 0 for the rest). That "
+                "is the limit T → 0; attention is soft: softmax(scores / T) also reads the close "
+                "ones."
+            ),
+            lambda q, k, v, T: hard(k @ q),
+        ),
+        (
+            "scores_as_weights",
+            (
+                "You return the scores (divided by T) as the weights, before the softmax. Apply "
+                "torch.softmax(scores / T, dim=-1)."
+            ),
+            lambda q, k, v, T: (k @ q) / T,
+        ),
+    ]
+
+
+def check_retrieve(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a hand-written library search (notebook 01) and name the mistake if any.
+
+    ``fn(query, keys, values, temperature)`` receives query (d_k,), keys (n_books, d_k),
+    values (n_books, d_v) (float32 copies) and a temperature > 0, and must return
+    ``(weights, blended)``: weights = softmax(keys @ query / temperature), shape
+    (n_books,), and blended = weights @ values, shape (d_v,) — as
+    attn_lib.experiments.retrieve computes them. Cases: notebook 01's library with three
+    queries and temperatures, and random keys (5, 3) and values (5, 6).
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "no_temperature", "temperature_multiplied", "sum_normalised", "hard_max",
+        "scores_as_weights", "blend_keys", "blend_unweighted", "blend_wrong", "unknown".
+
+    Source: article section 1.1; attn_lib.experiments.retrieve.
+    """
+    name = _name_of(fn)
+    outcomes = []
+    for desc, q, k, v, T in _retrieve_cases():
+        try:
+            got = fn(q.clone(), k.clone(), v.clone(), T)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(
+                False,
+                "error",
+                f"Not yet. On the case '{desc}' your function raised {type(err).__name__}: "
+                f"{err}. The inputs were query {tuple(q.shape)}, keys {tuple(k.shape)}, "
+                f"values {tuple(v.shape)}.",
+                verbose,
+            )
+        if not (
+            isinstance(got, tuple | list)
+            and len(got) == 2
+            and all(isinstance(t, torch.Tensor) for t in got)
+        ):
+            return _finish(
+                False,
+                "bad_return",
+                f"Not yet. {name} should return two tensors, (weights, blended).",
+                verbose,
+            )
+        outcomes.append((desc, q, k, v, T, got[0].detach(), got[1].detach()))
+
+    for desc, q, k, v, T, w, _ in outcomes:
+        ref = retrieve(q, k, v, T)
+        if _close(w, ref.weights):
+            continue
+        for code, why, make in _retrieval_mistakes():
+            if all(_close(w2, make(q2, k2, v2, T2)) for _, q2, k2, v2, T2, w2, _ in outcomes):
+                return _finish(False, code, f"Not yet. {why}", verbose)
+        shape = tuple(w.shape)
+        return _finish(
+            False,
+            "unknown",
+            f"Not yet. On the case '{desc}' your weights (shape {shape}) differ from "
+            f"softmax(keys @ query / T) (shape {tuple(ref.weights.shape)}): one weight per "
+            f"book, positive, summing to 1. Compare your code with those three steps.",
+            verbose,
+        )
+
+    for desc, q, k, v, T, w, b in outcomes:
+        ref = retrieve(q, k, v, T)
+        if _close(b, ref.blended):
+            continue
+        if b.shape == (k.shape[1],) and k.shape[1] != v.shape[1]:
+            code, why = "blend_keys", (
+                f"Your blend has {k.shape[1]} numbers, one per key feature: you blended the keys. "
+                f"The blend mixes the books' contents, the values: weights @ values, "
+                f"{v.shape[1]} numbers."
+            )
+        elif _close(b, v.mean(dim=0)):
+            code, why = "blend_unweighted", (
+                "Your blend is the plain average of all the values; weight each book's value "
+                "by its attention weight: weights @ values."
+            )
+        else:
+            code, why = "blend_wrong", (
+                f"Your weights are right, but the blend is not weights @ values (shape "
+                f"{tuple(ref.blended.shape)}): Σ_j weights[j] · values[j]."
+            )
+        return _finish(False, code, f"Not yet (case '{desc}'). {why}", verbose)
+
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} gives the same weights and blend as attn_lib.experiments.retrieve "
+        f"on all {len(outcomes)} cases, at temperatures from 0.2 to 2.",
+        verbose,
+    )
+
+
+# (L, permutation); none is its own inverse, so perm and its inverse give different answers.
+_PERMUTATION_CASES = ((4, (1, 2, 3, 0)), (5, (2, 0, 4, 1, 3)), (3, (2, 0, 1)))
+
+
+def check_permuted_output(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a prediction of self-attention's output on a permuted sentence (equivariance).
+
+    ``fn(output, perm)`` receives output = f(x), shape (L, d_v), of a self-attention f with
+    no positions and no mask, and perm (L,) int64, and must return f(x[perm]) without
+    running f: the outputs permute as the tokens do, so the answer is output[perm]
+    (row i of the new output is the old output of the token now at position i, old
+    position perm[i]). The checker runs a seeded SingleHeadAttention(8, 8, d_v=6) on
+    random x for three permutations, none its own inverse.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "inverse_permutation", "unchanged", "columns_permuted", "unknown".
+
+    Source: article section 1.2; attn_lib.experiments.permutation_deviation.
+    """
+    name = _name_of(fn)
+    model = seeded_attention(8, 8, d_v=6, seed=_SEED)
+    g = torch.Generator().manual_seed(_SEED)
+    for L, perm_tuple in _PERMUTATION_CASES:
+        perm = torch.tensor(perm_tuple)
+        x = torch.randn(L, 8, generator=g)  # (L, d_model)
+        with torch.no_grad():
+            out, actual = model(x), model(x[perm])  # (L, d_v) each
+        try:
+            got = fn(out.clone(), perm.clone())
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(
+                False,
+                "error",
+                f"Not yet. For perm {list(perm_tuple)} your function raised "
+                f"{type(err).__name__}: {err}.",
+                verbose,
+            )
+        if not isinstance(got, torch.Tensor):
+            return _finish(
+                False, "bad_return", f"Not yet. {name} should return a tensor (L, d_v).", verbose
+            )
+        if _close(got.detach(), actual):
+            continue
+        if _close(got.detach(), out[torch.argsort(perm)]):
+            code, why = "inverse_permutation", (
+                "You applied the inverse permutation: you sent old row i to position perm[i]. "
+                "x[perm] puts the token from old position perm[i] at new position i, and its "
+                "output goes with it, so new row i = old row perm[i]: output[perm]."
+            )
+        elif _close(got.detach(), out):
+            code, why = "unchanged", (
+                "You returned the output unchanged. That would be permutation *invariance*. "
+                "Self-attention is *equivariant*: each token keeps its own output, so the rows "
+                "move with the tokens: output[perm]."
+            )
+        elif tuple(got.shape) == (L, L):
+            code, why = "columns_permuted", (
+                "You permuted the columns (the d_v features). The tokens are the rows: "
+                "output[perm] (or output[perm, :])."
+            )
+        else:
+            code, why = "unknown", (
+                f"Your prediction (shape {tuple(got.shape)}) is not what the model gives on "
+                f"x[perm] (shape {tuple(actual.shape)}). Reorder the rows of output the way "
+                f"x[perm] reorders the tokens."
+            )
+        return _finish(False, code, f"Not yet (perm {list(perm_tuple)}). {why}", verbose)
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} predicts the model's output on the permuted tokens for "
+        f"{len(_PERMUTATION_CASES)} permutations without running it: the outputs permute "
+        f"exactly as the tokens do.",
+        verbose,
+    )
+
+
+_CONV_KERNELS = (2, 3, 4, 5, 7)
+_CONV_DISTANCES = range(1, 31)
+
+
+def check_conv_layers(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a function giving the number of stacked width-k convolutions on a path |i − j| long.
+
+    ``fn(distance, kernel_size)`` receives ints distance = |i − j| ≥ 1 and kernel_size k ≥ 2
+    and must return, as an int, the number of stacked width-k convolutions (stride 1, no
+    dilation; each layer reaches k − 1 positions further) after which position j can
+    see position i: ⌈distance / (k − 1)⌉, as attn_lib.experiments.path_lengths gives.
+    Cases: k ∈ {2, 3, 4, 5, 7}, distance 1 … 30.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "not_integer", "floor", "divide_by_k", "plus_one", "half_width", "unknown".
+
+    Source: article section 1.2; Vaswani et al. 2017, Table 1.
+    """
+    name = _name_of(fn)
+    answers: dict[tuple[int, int], object] = {}
+    for k in _CONV_KERNELS:
+        for d in _CONV_DISTANCES:
+            try:
+                answers[d, k] = fn(d, k)
+            except NotImplementedError:
+                return _not_written(name, verbose)
+            except Exception as err:  # noqa: BLE001 - reported in words
+                return _finish(
+                    False,
+                    "error",
+                    f"Not yet. For distance {d} and kernel_size {k} your function raised "
+                    f"{type(err).__name__}: {err}.",
+                    verbose,
+                )
+    values: dict[tuple[int, int], float] = {}
+    for (d, k), a in answers.items():
+        if isinstance(a, torch.Tensor) and a.numel() == 1:
+            a = a.item()
+        if isinstance(a, bool) or not isinstance(a, int | float):
+            return _finish(
+                False,
+                "bad_return",
+                f"Not yet. For distance {d} and kernel_size {k} {name} returned "
+                f"{type(a).__name__}; return a number of layers (an int).",
+                verbose,
+            )
+        values[d, k] = float(a)
+    reference = {}
+    for k in _CONV_KERNELS:
+        layers = path_lengths(max(_CONV_DISTANCES) + 1, k).convolution  # (L − 1,) for |i − j| = 1 …
+        reference.update({(d, k): float(layers[d - 1]) for d in _CONV_DISTANCES})
+    if values == reference:
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} gives ⌈|i − j| / (k − 1)⌉ layers for every distance 1 … 30 and "
+            f"kernel sizes {list(_CONV_KERNELS)}: the path grows linearly with the distance, "
+            f"k − 1 times more slowly than a recurrent net's.",
+            verbose,
+        )
+    first = next(key for key in reference if values[key] != reference[key])
+    d, k = first
+    fractional = [key for key, a in values.items() if not a.is_integer()]
+    mistakes = [
+        ("floor", ("You round down: with |i − j| = 5 and k = 3 two layers reach only 4 "
+         "positions, so a third is needed. Round up: math.ceil(distance / (k - 1)), or "
+         "(distance + k - 2) // (k - 1) in integers."),
+         lambda d, k: d // (k - 1)),
+        ("divide_by_k", ("You divide by k. One width-k layer covers k positions, itself and "
+         "k − 1 others, so it moves information k − 1 positions: ⌈distance / (k − 1)⌉."),
+         lambda d, k: math.ceil(d / k)),
+        ("divide_by_k", ("You divide by k (and round down). One width-k layer moves "
+         "information k − 1 positions: ⌈distance / (k − 1)⌉."),
+         lambda d, k: d // k),
+        ("plus_one", ("You add one layer too many when the distance is a multiple of k − 1 "
+         "(distance // (k − 1) + 1). Round up instead: ⌈distance / (k − 1)⌉."),
+         lambda d, k: d // (k - 1) + 1),
+        ("half_width", ("You count (k − 1)/2 positions per layer, the reach of a centred "
+         "window on each side. This exercise counts a window that reaches k − 1 positions "
+         "back (as in the notebook): ⌈distance / (k − 1)⌉."),
+         lambda d, k: math.ceil(2 * d / (k - 1))),
+    ]  # fmt: skip
+    if fractional:
+        return _finish(
+            False,
+            "not_integer",
+            f"Not yet. For distance {fractional[0][0]} and kernel_size {fractional[0][1]} you "
+            f"returned {values[fractional[0]]:g} layers; layers come in whole numbers. Round "
+            f"up: math.ceil(distance / (k - 1)).",
+            verbose,
+        )
+    for code, why, make in mistakes:
+        if all(values[key] == make(*key) for key in values):
+            return _finish(False, code, f"Not yet. {why}", verbose)
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. For distance {d} and kernel_size {k} you gave {values[first]:g} layers; "
+        f"the answer is {reference[first]:g} = ⌈{d} / {k - 1}⌉.",
+        verbose,
+    )
+
+
+__all__ += [
+    "SHAPE_NAMES",
+    "check_attention_inputs",
+    "check_conv_layers",
+    "check_permuted_output",
+    "check_retrieve",
+    "check_shape_predictions",
+    "expected_shapes",
+]
+
+
+# --- notebook 03: the scale, the entropy of a row, the softmax Jacobian --------------------
+
+from .softmax import entropy as _entropy
+from .softmax import softmax_jacobian as _softmax_jacobian
+
+# (σ², d_k) pairs; σ² ≠ 1 in most, so that forgetting σ² (or squaring it twice) shows.
+_SCALE_CASES = ((1.0, 64), (1 / 3, 64), (2.0, 16), (0.5, 100), (4.0, 9))
+
+
+def _call_scalar(fn: Callable, *args: object) -> tuple[float | None, BaseException | None, str]:
+    """(value, error, type name): the learner's return value as a float if it is one number."""
+    try:
+        got = fn(*args)
+    except Exception as err:  # noqa: BLE001 - reported in words
+        return None, err, ""
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        return float(got), None, ""
+    if isinstance(got, int | float) and not isinstance(got, bool):
+        return float(got), None, ""
+    return None, None, type(got).__name__
+
+
+def _scaled_variance(multiplier: float, sigma2: float, d_k: int, n: int = 4000) -> float:
+    """Monte Carlo Var(multiplier · q·k) for q, k with N(0, σ²) entries (seeded)."""
+    g = torch.Generator().manual_seed(_SEED)
+    q = torch.randn(n, d_k, generator=g, dtype=torch.float64) * math.sqrt(sigma2)
+    k = torch.randn(n, d_k, generator=g, dtype=torch.float64) * math.sqrt(sigma2)
+    return (multiplier * (q * k).sum(dim=-1)).var().item()
+
+
+def check_score_scale(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check the multiplier that brings Var(q·k) back to 1 for entries of variance σ².
+
+    ``fn(entry_variance, d_k)`` receives σ² (a float > 0) and d_k (an int) and must
+    return the number c such that c · q·k has variance 1 when q and k have i.i.d.
+    zero-mean entries of variance σ²: Var(q·k) = d_k σ⁴, so c = 1 / (σ² √d_k) (for
+    σ² = 1, the familiar 1/√d_k). Cases: (σ², d_k) = (1, 64), (1/3, 64), (2, 16),
+    (0.5, 100), (4, 9). The feedback also reports a Monte Carlo estimate of the
+    variance the learner's multiplier gives.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error",
+        "bad_return", "sqrt_only", "sigma_not_squared", "sigma_squared_twice",
+        "variance_not_sd", "d_k_not_sqrt", "inverted", "unknown".
+
+    Source: Vaswani et al. 2017, sec. 3.2.1, footnote 4; article section 2.2.
+    """
+    name = _name_of(fn)
+    got = []
+    for sigma2, d_k in _SCALE_CASES:
+        value, err, bad_type = _call_scalar(fn, sigma2, d_k)
+        if isinstance(err, NotImplementedError):
+            return _not_written(name, verbose)
+        if err is not None:
+            return _finish(
+                False,
+                "error",
+                f"Not yet. For entry_variance={sigma2:.4g}, d_k={d_k} your function raised "
+                f"{type(err).__name__}: {err}. Fix that line and run the check again.",
+                verbose,
+            )
+        if value is None:
+            return _finish(
+                False,
+                "bad_return",
+                f"Not yet. {name} returned {bad_type}; return one number, the multiplier c "
+                f"(a float, or a tensor holding one number).",
+                verbose,
+            )
+        got.append(value)
+
+    def all_match(formula: Callable[[float, int], float]) -> bool:
+        return all(
+            math.isclose(g, formula(s2, d), rel_tol=1e-6)
+            for g, (s2, d) in zip(got, _SCALE_CASES, strict=True)
+        )
+
+    sigma2, d_k = _SCALE_CASES[1]
+    monte_carlo = (
+        f"With your multiplier for σ² = 1/3, d_k = 64 (c = {got[1]:.4g}), the scaled scores "
+        f"have variance {_scaled_variance(got[1], sigma2, d_k):.3f} (Monte Carlo, 4000 pairs)"
+    )
+    if all_match(lambda s2, d: 1 / (s2 * math.sqrt(d))):
+        return _finish(
+            True,
+            None,
+            f"Passed. c = 1 / (σ² √d_k) on all {len(_SCALE_CASES)} cases. {monte_carlo}, "
+            f"as it should be (1 up to sampling noise of about 0.02).",
+            verbose,
+        )
+    mistakes = [
+        (
+            "sqrt_only",
+            (
+                "Your multiplier is 1/√d_k whatever σ² is. That is the right answer only for "
+                "unit-variance entries: each product q_i k_i has variance σ² · σ² = σ⁴, so "
+                "Var(q·k) = d_k σ⁴ and its standard deviation is σ² √d_k."
+            ),
+            lambda s2, d: 1 / math.sqrt(d),
+        ),
+        (
+            "sigma_not_squared",
+            (
+                "Your multiplier is 1/(σ √d_k). Each product q_i k_i has variance "
+                "E[q_i²] E[k_i²] = σ⁴, not σ²: the standard deviation of q·k is σ² √d_k."
+            ),
+            lambda s2, d: 1 / (math.sqrt(s2) * math.sqrt(d)),
+        ),
+        (
+            "sigma_squared_twice",
+            (
+                "Your multiplier is 1/(σ⁴ √d_k): σ⁴ is the variance of one product q_i k_i, "
+                "but the standard deviation of q·k is its square root times √d_k: σ² √d_k."
+            ),
+            lambda s2, d: 1 / (s2**2 * math.sqrt(d)),
+        ),
+        (
+            "variance_not_sd",
+            (
+                "Your multiplier is 1/(d_k σ⁴), one over the variance. Multiplying by c "
+                "multiplies the variance by c², so divide by the standard deviation, "
+                "√(d_k σ⁴) = σ² √d_k."
+            ),
+            lambda s2, d: 1 / (s2**2 * d),
+        ),
+        (
+            "d_k_not_sqrt",
+            (
+                "Your multiplier is 1/(σ² d_k). Multiplying by c multiplies the variance by c²: "
+                "to undo a variance of d_k σ⁴ you need c = 1/(σ² √d_k), with √d_k."
+            ),
+            lambda s2, d: 1 / (s2 * d),
+        ),
+        (
+            "inverted",
+            (
+                "Your multiplier is σ² √d_k, the standard deviation itself; the scores must be "
+                "divided by it: c = 1/(σ² √d_k)."
+            ),
+            lambda s2, d: s2 * math.sqrt(d),
+        ),
+    ]
+    for code, why, formula in mistakes:
+        if all_match(formula):
+            return _finish(False, code, f"Not yet. {why} {monte_carlo}.", verbose)
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. For σ² = 1, d_k = 64 you return {got[0]:.4g} (expected 0.125), and your "
+        f"answers match none of the usual slips. {monte_carlo}; it should be about 1. Start "
+        f"from Var(q·k) = d_k σ⁴ and remember that Var(c·X) = c² Var(X).",
+        verbose,
+    )
+
+
+def _entropy_cases() -> list[tuple[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(_SEED)
+    return [
+        ("a uniform row over 4 keys", torch.full((4,), 0.25)),
+        ("a one-hot row over 5 keys", torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0])),
+        ("a row with two zeros", torch.tensor([0.5, 0.0, 0.5, 0.0])),
+        ("a batch of rows (2, 3, 6)", torch.softmax(torch.randn(2, 3, 6, generator=g), dim=-1)),
+    ]
+
+
+def check_entropy(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a hand-written entropy of rows of attention weights, in nats.
+
+    ``fn(weights)`` receives weights (..., L), float32, non-negative, each row
+    summing to 1 (a copy), and must return the entropy of every row, shape (...),
+    in nats: −Σ_j p_j log p_j over the last dim, with 0 · log 0 = 0 (a one-hot row
+    has entropy 0, a uniform row over L keys log L). Cases: a uniform row (4,), a
+    one-hot row (5,), a row with zeros (4,), a batch (2, 3, 6).
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error",
+        "bad_return", "nan_at_zero", "bits", "sign", "not_summed", "mean_not_sum",
+        "wrong_dim", "unknown".
+
+    Source: Cover & Thomas, Elements of Information Theory, eq. (2.1); attn_lib.entropy.
+    """
+    name = _name_of(fn)
+    cases = _entropy_cases()
+    got = []
+    for desc, w in cases:
+        try:
+            out = fn(w.clone())
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(
+                False,
+                "error",
+                f"Not yet. On {desc} (shape {tuple(w.shape)}) your function raised "
+                f"{type(err).__name__}: {err}.",
+                verbose,
+            )
+        if not isinstance(out, torch.Tensor):
+            try:
+                out = torch.as_tensor(out, dtype=torch.float32)
+            except (TypeError, ValueError, RuntimeError):
+                return _finish(
+                    False,
+                    "bad_return",
+                    f"Not yet. {name} returned {type(out).__name__}; return a tensor with one "
+                    f"entropy per row.",
+                    verbose,
+                )
+        got.append(out.detach().to(torch.float64))
+
+    refs = [_entropy(w.double()) for _, w in cases]
+
+    def all_match(transform: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> bool:
+        for out, ref, (_, w) in zip(got, refs, cases, strict=True):
+            want = transform(ref, w.double())
+            if out.shape != want.shape or not torch.allclose(out, want, rtol=1e-4, atol=1e-5):
+                return False
+        return True
+
+    if all_match(lambda ref, w: ref):
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} gives the entropy in nats of every row on all {len(cases)} cases: "
+            f"log 4 = {math.log(4):.4f} for the uniform row, 0 for the one-hot row (0 · log 0 "
+            f"taken as 0), and one value per row of the (2, 3, 6) batch, shape (2, 3).",
+            verbose,
+        )
+    for (desc, w), out in zip(cases, got, strict=True):
+        if bool(torch.isnan(out).any()) and bool((w == 0).any()):
+            return _finish(
+                False,
+                "nan_at_zero",
+                f"Not yet. On {desc} your result contains NaN: 0 · log 0 is 0 · (−inf) = NaN in "
+                f"floating point. By convention the term is 0 (p log p → 0 as p → 0): use "
+                f"`torch.special.xlogy(p, p)`, or `torch.where(p > 0, p * p.log(), 0.0)`.",
+                verbose,
+            )
+    ln2 = math.log(2)
+
+    def terms(ref: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return -torch.special.xlogy(w, w)
+
+    mistakes = [
+        ("bits", ("Your entropy is in bits (log base 2); the series measures it in nats, with "
+         "the natural log: `torch.log`, not `torch.log2`."), lambda ref, w: ref / ln2),
+        ("sign", ("Your entropy is negative: it is −Σ p log p. Each log p ≤ 0, so the minus "
+         "sign makes the entropy ≥ 0."), lambda ref, w: -ref),
+        ("not_summed", ("You return the terms −p_j log p_j, one per key; add them up over the "
+         "keys (the last dim) to get one number per row."), terms),
+        ("mean_not_sum", ("You average the terms over the keys instead of adding them: "
+         "`.sum(dim=-1)`, not `.mean(dim=-1)`."), lambda ref, w: ref / w.shape[-1]),
+    ]  # fmt: skip
+    for code, why, transform in mistakes:
+        if all_match(transform):
+            return _finish(False, code, f"Not yet. {why}", verbose)
+    batch_out, batch_ref = got[-1], refs[-1]
+    if batch_out.shape != batch_ref.shape:
+        return _finish(
+            False,
+            "wrong_dim",
+            f"Not yet. For weights of shape (2, 3, 6) your result has shape "
+            f"{tuple(batch_out.shape)}; it should be (2, 3), one entropy per row. Sum over the "
+            f"keys only: `.sum(dim=-1)`.",
+            verbose,
+        )
+    first = next(
+        (desc, out, ref)
+        for (desc, _), out, ref in zip(cases, got, refs, strict=True)
+        if out.shape != ref.shape or not torch.allclose(out, ref, rtol=1e-4, atol=1e-5)
+    )
+    desc, out, ref = first
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. On {desc} you return {out.flatten()[:3].tolist()} (first values), expected "
+        f"{[round(v, 4) for v in ref.flatten()[:3].tolist()]}. The entropy of a row p is "
+        f"−Σ_j p_j log p_j, natural log, 0 · log 0 = 0.",
+        verbose,
+    )
+
+
+def _jacobian_cases() -> list[tuple[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(_SEED)
+    return [
+        ("a random row of 3 weights", torch.softmax(torch.randn(3, generator=g), dim=-1)),
+        ("a random row of 5 weights", torch.softmax(2 * torch.randn(5, generator=g), dim=-1)),
+        ("a uniform row of 4 weights", torch.full((4,), 0.25)),
+        ("a one-hot row of 4 weights", torch.tensor([0.0, 1.0, 0.0, 0.0])),
+    ]
+
+
+def check_softmax_jacobian(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a hand-written softmax Jacobian J = diag(p) − p pᵀ and name the mistake if any.
+
+    ``fn(p)`` receives one row of softmax weights p, shape (L,), float32 (a copy), and
+    must return the (L, L) matrix J with J[i, j] = ∂p_i/∂s_j = p_i (δ_ij − p_j).
+    Cases: random rows of 3 and 5 weights, a uniform row of 4 (whose Jacobian has
+    1/4 − 1/16 on the diagonal) and a one-hot row of 4 (whose Jacobian is zero: a
+    saturated row passes no gradient). The message also says whether the learner's
+    matrix matches autograd.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error",
+        "bad_return", "wrong_shape", "outer_only", "diag_only", "sign",
+        "diagonal_only", "unknown".
+
+    Source: Bishop, Pattern Recognition and Machine Learning, eq. (4.106);
+        attn_lib.softmax_jacobian.
+    """
+    name = _name_of(fn)
+    cases = _jacobian_cases()
+    got = []
+    for desc, p in cases:
+        try:
+            out = fn(p.clone())
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(
+                False,
+                "error",
+                f"Not yet. On {desc} (p of shape {tuple(p.shape)}) your function raised "
+                f"{type(err).__name__}: {err}.",
+                verbose,
+            )
+        if not isinstance(out, torch.Tensor):
+            return _finish(
+                False,
+                "bad_return",
+                f"Not yet. {name} returned {type(out).__name__}; return an (L, L) tensor.",
+                verbose,
+            )
+        if out.shape != (len(p), len(p)):
+            return _finish(
+                False,
+                "wrong_shape",
+                f"Not yet. On {desc} your result has shape {tuple(out.shape)}; the Jacobian of "
+                f"softmax over L = {len(p)} scores is (L, L) = ({len(p)}, {len(p)}): one row per "
+                f"weight p_i, one column per score s_j. `p[:, None] * p[None, :]` is the outer "
+                f"product p pᵀ.",
+                verbose,
+            )
+        got.append(out.detach().to(torch.float32))
+
+    def all_match(make: Callable[[torch.Tensor], torch.Tensor]) -> bool:
+        return all(
+            torch.allclose(out, make(p), rtol=1e-4, atol=1e-6)
+            for out, (_, p) in zip(got, cases, strict=True)
+        )
+
+    if all_match(_softmax_jacobian):
+        desc, p = cases[0]
+        s = torch.log(p.double()).requires_grad_(True)  # softmax(log p) = p
+        autograd = torch.autograd.functional.jacobian(lambda x: torch.softmax(x, -1), s)
+        agree = torch.allclose(got[0].double(), autograd, rtol=1e-4, atol=1e-6)
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} gives diag(p) − p pᵀ on all {len(cases)} cases"
+            + (", and on the first it agrees with torch.autograd's Jacobian of softmax" if agree
+               else "") + ". For the one-hot row it is the zero matrix: a saturated row passes "
+            "no gradient back to its scores.",
+            verbose,
+        )  # fmt: skip
+    mistakes = [
+        ("outer_only", ("You return −p pᵀ: the diagonal term diag(p) is missing. ∂p_i/∂s_i = "
+         "p_i − p_i², so the diagonal gets p_i on top of −p_i²."),
+         lambda p: -torch.outer(p, p)),
+        ("diag_only", ("You return diag(p) only: the −p pᵀ part is missing. Raising one score "
+         "takes weight away from every other key, so the off-diagonal entries are −p_i p_j."),
+         torch.diag),
+        ("sign", ("Your Jacobian has the wrong sign: p pᵀ − diag(p). Raising s_i raises p_i, "
+         "so the diagonal entries p_i(1 − p_i) are ≥ 0."), lambda p: -_softmax_jacobian(p)),
+        ("diagonal_only", ("You return only the diagonal, diag(p − p²). Raising s_j also "
+         "lowers every other weight: the off-diagonal entries are −p_i p_j."),
+         lambda p: torch.diag(p - p * p)),
+    ]  # fmt: skip
+    for code, why, make in mistakes:
+        if all_match(make):
+            return _finish(False, code, f"Not yet. {why}", verbose)
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. For p = {[round(v, 4) for v in cases[0][1].tolist()]} your matrix differs "
+        f"from diag(p) − p pᵀ, and matches none of the usual slips. Entry (i, j) is "
+        f"p_i (δ_ij − p_j): `torch.diag(p) - torch.outer(p, p)`.",
+        verbose,
+    )
+
+
+__all__ += ["check_entropy", "check_score_scale", "check_softmax_jacobian"]
+
+
+# --- notebook 07: masked weights, a batch's mask from lengths, a masked loss ------------------
+
+
+def _masked_softmax_reference(scores: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """attn_lib's rule: dtype-safe fill, softmax, zero rows where no key is allowed."""
+    keep = keep.bool()
+    weights = scores.masked_fill(~keep, torch.finfo(scores.dtype).min).softmax(dim=-1)
+    return weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)
+
+
+def _masked_softmax_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(_SEED + 7)
+    left_causal = padding_mask([5, 3]).flip(-1) & causal_mask(5)  # (2, 5, 5): 2 empty rows
+    return [
+        ("float32, padding mask (2, 1, 5), lengths [5, 3]",
+         2.0 * torch.randn(2, 4, 5, generator=g), padding_mask([5, 3])),
+        ("float32, causal mask (4, 4)", 2.0 * torch.randn(3, 4, 4, generator=g), causal_mask(4)),
+        ("float32, left padding [5, 3] and a causal mask (2, 5, 5)",
+         2.0 * torch.randn(2, 5, 5, generator=g), left_causal),
+        ("float16, the same left padding and causal mask",
+         (2.0 * torch.randn(2, 5, 5, generator=g)).half(), left_causal),
+    ]  # fmt: skip
+
+
+def _call_weights_fn(fn: Callable, *args: torch.Tensor) -> torch.Tensor | BaseException | str:
+    """The tensor fn returns, the exception it raised, or a sentence on a bad return."""
+    try:
+        out = fn(*(a.clone() for a in args))
+    except Exception as err:  # noqa: BLE001 - reported to the learner in words
+        return err
+    if isinstance(out, tuple | list) and len(out) > 0 and isinstance(out[0], torch.Tensor):
+        out = out[0]
+    if not isinstance(out, torch.Tensor):
+        return f"returned {type(out).__name__}; return the weights as a tensor."
+    return out.detach()
+
+
+def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a hand-written masked softmax (keep-mask, dtype-safe fill, zero empty rows).
+
+    ``fn(scores, keep)`` receives scores (B, L_q, L_k) (float32, and float16 in the last
+    case) and a bool keep-mask that broadcasts to them (True = may attend): (B, 1, L_k)
+    padding, (L_q, L_k) causal, and (B, L_q, L_k) left padding combined with a causal
+    mask, where some query rows have no allowed key. It must return the weights,
+    (B, L_q, L_k): a softmax over the keys in which blocked keys get exactly 0, and a
+    row with no allowed key is all zeros (no NaN, no uniform row), as attn_lib and
+    F.scaled_dot_product_attention do; float16 scores must work too.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "wrong_shape", "mask_inverted", "mask_fill_zero", "mask_ignored", "mask_leaks",
+        "fill_overflow", "nan_rows", "uniform_rows", "empty_rows_not_zero",
+        "rows_not_normalised", "unknown".
+
+    Source: article section 4.1; F.scaled_dot_product_attention (rows with no allowed key).
+    """
+    name = _name_of(fn)
+    cases = _masked_softmax_cases()
+    outs = [_call_weights_fn(fn, scores, keep) for _, scores, keep in cases]
+    for (case, scores, keep), out in zip(cases, outs, strict=True):
+        if isinstance(out, NotImplementedError):
+            return _not_written(name, verbose)
+        if isinstance(out, str):
+            return _finish(False, "bad_return", f"Not yet. On the case '{case}' {name} {out}",
+                           verbose)  # fmt: skip
+        if isinstance(out, BaseException):
+            if scores.dtype == torch.float16 and "overflow" in str(out):
+                continue  # explained below, after the float32 cases
+            return _finish(
+                False,
+                "error",
+                f"Not yet. On the case '{case}' your function raised {type(out).__name__}: "
+                f"{out}. The inputs were scores {tuple(scores.shape)} ({scores.dtype}) and keep "
+                f"{tuple(keep.shape)} (bool, True = may attend).",
+                verbose,
+            )
+        if out.shape != scores.shape:
+            return _finish(
+                False,
+                "wrong_shape",
+                f"Not yet. On the case '{case}' the weights have shape {tuple(out.shape)}; they "
+                f"should have the scores' shape {tuple(scores.shape)} = (B, L_q, L_k).",
+                verbose,
+            )
+
+    # The float32 cases whose rows all have an allowed key: polarity and leaks.
+    full = [(c, out.float(), keep.bool().expand(s.shape)) for (c, s, keep), out in
+            zip(cases[:2], outs[:2], strict=True)]  # fmt: skip
+    mixed_kept = torch.cat([(w * k)[(k.any(-1) & ~k.all(-1))].sum(-1) for _, w, k in full])
+    if bool((mixed_kept.nan_to_num(0.0) < 0.01).all()):
+        return _finish(
+            False,
+            "mask_inverted",
+            "Not yet. Your mask polarity is inverted: the keys the mask allows get (almost) no "
+            "weight, and the blocked ones get it all. keep is a keep-mask, True = may attend, so "
+            "fill where it is False: `scores.masked_fill(~keep, fill)` (or `keep == 0`), not "
+            "`masked_fill(keep, ...)`. PyTorch's nn.MultiheadAttention uses the opposite "
+            "convention (True = blocked), which is where this slip usually comes from.",
+            verbose,
+        )
+    for case, w, k in full:
+        sums = w.sum(-1)[k.any(-1)]  # rows with an allowed key
+        if not _close(sums, torch.ones_like(sums)):
+            return _finish(
+                False,
+                "rows_not_normalised",
+                f"Not yet. On the case '{case}' the rows of your weights do not sum to 1. Each "
+                f"query's weights over the keys must sum to 1: take the softmax over the keys, "
+                f"`dim=-1`.",
+                verbose,
+            )
+    leak = max(float((w * ~k).nan_to_num(0.0).sum(-1).max()) for _, w, k in full)
+    if leak > 1e-4:
+        (case, scores, keep), out = cases[0], outs[0].float()
+        if _close(out, scores.masked_fill(~keep, 0.0).softmax(-1)):
+            code, text = (
+                "mask_fill_zero",
+                (
+                    "your blocked keys still get weight: you filled them with 0, and exp(0) = 1, so "
+                    "a blocked key weighs as much as any key whose score is 0. Fill with a very "
+                    "negative number that the dtype can hold: torch.finfo(scores.dtype).min."
+                ),
+            )
+        elif _close(out, scores.softmax(-1)):
+            code, text = (
+                "mask_ignored",
+                (
+                    "your weights ignore the mask: they equal a plain softmax of the scores. Fill "
+                    "the blocked scores before the softmax: `scores.masked_fill(~keep, fill)`."
+                ),
+            )
+        else:
+            code, text = (
+                "mask_leaks",
+                (
+                    f"blocked keys still get weight (up to {leak:.3g} per row). A blocked key must "
+                    f"end with exactly 0: fill its score with torch.finfo(scores.dtype).min before "
+                    f"the softmax, whose exp then underflows to 0."
+                ),
+            )
+        return _finish(False, code, f"Not yet. On the case '{case}' {text}", verbose)
+
+    # Rows with no allowed key (case 3, float32), then float16.
+    case3, scores3, keep3 = cases[2]
+    empty = ~keep3.any(-1)  # (B, L_q)
+    rows = outs[2].float()[empty]  # (n_empty, L_k)
+    f16 = outs[3]
+    overflow = isinstance(f16, BaseException)
+    after = (
+        " Once it runs, also check the rows with no allowed key: they must come out as zeros."
+        if bool((rows.nan_to_num(1.0) != 0).any())
+        else ""
+    )
+    if overflow:
+        return _finish(
+            False,
+            "fill_overflow",
+            f"Not yet. On float16 scores your function raised {type(f16).__name__}: {f16}. The "
+            f"fill does not fit the dtype: float16 holds numbers only down to -65504, so -1e9 "
+            f"cannot be stored (masked_fill refuses it). Take the fill from the dtype: "
+            f"torch.finfo(scores.dtype).min.{after}",
+            verbose,
+        )
+    if bool(rows.isnan().any()):
+        return _finish(
+            False,
+            "nan_rows",
+            f"Not yet. On the case '{case3}' the rows with no allowed key came out NaN. With a "
+            f"-inf fill such a row is all -inf; the softmax subtracts its maximum, -inf, and "
+            f"(-inf) - (-inf) is NaN. Fill with torch.finfo(scores.dtype).min instead, then set "
+            f"those rows to 0: `has_key = keep.any(dim=-1, keepdim=True)`, "
+            f"`weights.masked_fill(~has_key, 0.0)`.",
+            verbose,
+        )
+    L_k = scores3.shape[-1]
+    if _close(rows, torch.full_like(rows, 1.0 / L_k)):
+        return _finish(
+            False,
+            "uniform_rows",
+            f"Not yet. On the case '{case3}' the rows with no allowed key came out uniform "
+            f"(1/{L_k} on every key). A finite fill makes every score of such a row equal, so "
+            f"the softmax spreads the weight evenly over keys the query must not see, and the "
+            f"output becomes the mean of the values. attn_lib and SDPA give such rows zero "
+            f"weights: `has_key = keep.any(dim=-1, keepdim=True)`, then "
+            f"`weights.masked_fill(~has_key, 0.0)`.",
+            verbose,
+        )
+    if not _close(rows, torch.zeros_like(rows)):
+        return _finish(
+            False,
+            "empty_rows_not_zero",
+            f"Not yet. On the case '{case3}' the rows with no allowed key are neither NaN nor "
+            f"uniform, but not zero either; give them all-zero weights: "
+            f"`weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)`.",
+            verbose,
+        )
+    for (case, scores, keep), out in zip(cases, outs, strict=True):
+        ref = _masked_softmax_reference(scores.float(), keep)
+        tol = {"rtol": 2e-3, "atol": 2e-3} if scores.dtype == torch.float16 else {}
+        try:
+            torch.testing.assert_close(out.float(), ref, equal_nan=True,
+                                       **(tol or {"rtol": _RTOL, "atol": _ATOL}))  # fmt: skip
+        except AssertionError:
+            sums = out.float().sum(-1)[keep.bool().expand(scores.shape).any(-1)]
+            if not _close(sums, torch.ones_like(sums)):
+                return _finish(
+                    False,
+                    "rows_not_normalised",
+                    f"Not yet. On the case '{case}' the rows that have an allowed key do not "
+                    f"sum to 1: take the softmax over the keys, dim=-1.",
+                    verbose,
+                )
+            return _finish(
+                False,
+                "unknown",
+                f"Not yet. On the case '{case}' your weights differ from attn_lib's, although "
+                f"blocked keys get 0 and the rows sum to 1. Compare with: fill blocked scores "
+                f"with torch.finfo(scores.dtype).min, softmax over dim=-1, zero the rows with no "
+                f"allowed key.",
+                verbose,
+            )
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} gives blocked keys exactly 0, every row with an allowed key sums to "
+        f"1, and rows with no allowed key are all zeros (no NaN, no uniform row), in float32 "
+        f"and in float16: the same weights as attn_lib.",
+        verbose,
+    )
+
+
+_BATCH_MASK_CASES = (([4, 2], False), ([4, 2], True), ([3, 1, 2], False), ([2, 3, 1], True))
+
+
+def _batch_mask_reference(lengths: list[int], causal: bool, *, mistake: str | None = None
+                          ) -> torch.Tensor:  # fmt: skip
+    """The (B, L, L) keep-mask as attention reads it, right or with one named mistake.
+
+    Raises RuntimeError where the mistake itself cannot run (shapes that do not broadcast).
+    """
+    B, L = len(lengths), max(lengths)
+    t = torch.tensor(lengths)
+    positions = torch.arange(L)
+    real = positions <= t[:, None] if mistake == "mask_off_by_one" else positions < t[:, None]
+    real = real[:, :L]  # (B, L)
+    tri = torch.ones(L, L, dtype=torch.bool)
+    tri = tri.triu() if mistake == "mask_future" else tri.tril()  # (L, L)
+    if mistake == "mask_not_unsqueezed":
+        pad = real  # (B, L): combined with (L, L) it broadcasts only when B == L
+    elif mistake == "mask_wrong_axis":
+        pad = real[:, :, None]  # (B, L, 1)
+    elif mistake == "mask_query_rows":
+        pad = real[:, None, :] & real[:, :, None]  # (B, L, L)
+    else:
+        pad = real[:, None, :]  # (B, 1, L)
+    if causal and mistake != "mask_causal_ignored":
+        pad = pad | tri if mistake == "mask_or" else pad & tri
+    read = _as_read(pad, B, L)  # (B, L, L)
+    return ~read if mistake == "mask_inverted" else read
+
+
+def _as_read(m: torch.Tensor, B: int, L: int) -> torch.Tensor:
+    """A mask as (B, L, L) scores would read it; RuntimeError if it cannot be."""
+    if m.dim() == 2:
+        if tuple(m.shape) != (L, L):
+            raise RuntimeError(f"a 2-D mask of shape {tuple(m.shape)} does not fit ({L}, {L})")
+        return m.expand(B, L, L)  # read as (L_q, L_k), the same for every sequence
+    if m.dim() == 3 and all(d in (n, 1) for d, n in zip(m.shape, (B, L, L), strict=True)):
+        return m.expand(B, L, L)
+    raise RuntimeError(f"a mask of shape {tuple(m.shape)} does not fit ({B}, {L}, {L})")
+
+
+_BATCH_MASK_MISTAKES = (
+    ("mask_not_unsqueezed",
+     ("Your padding mask has shape (B, L); it needs (B, 1, L). Against (B, L, L) scores a 2-D "
+     "mask is read as (L_q, L_k): with B ≠ L it does not fit (attn_lib refuses it, and `&` with "
+     "the (L, L) causal mask fails to broadcast), and with B == L, as for lengths [3, 1, 2], it "
+     "is silently applied to query rows, by the wrong sequence. Add the query axis with "
+     "`.unsqueeze(1)` before combining.")),
+    ("mask_wrong_axis",
+     ("Your padding mask has shape (B, L, 1): it blanks the padded query *rows* instead of the "
+     "padded key *columns*, so real queries still attend to padding. Put the 1 in the middle, "
+     "(B, 1, L), with `.unsqueeze(1)`.")),
+    ("mask_inverted",
+     ("Your mask is inverted: True where attention is blocked. A keep-mask is True where a query "
+     "may attend: `positions < lengths[:, None]` for the real keys, `.tril()` for the causal "
+     "part.")),
+    ("mask_or",
+     ("You combined the masks with `|` (or): a key is then allowed when either mask allows it, "
+     "so the causal mask lets padded keys back in, and padding lets the future in. Combine "
+     "keep-masks with `&` (and): a key is allowed only if every mask allows it.")),
+    ("mask_future",
+     ("Your causal part is upper triangular: each query sees the keys after it. A causal "
+     "keep-mask keeps the past and the present: `torch.ones(L, L, dtype=torch.bool).tril()`.")),
+    ("mask_causal_ignored",
+     ("With causal=True your mask still lets every query see the future. Combine the padding "
+     "mask with `torch.ones(L, L, dtype=torch.bool).tril()` using `&`.")),
+    ("mask_query_rows",
+     ("Your mask also blocks the padded query rows (padding on both axes). Those rows then have "
+     "no allowed key at all: NaN with a -inf fill, uniform with -1e9, zeros only with attn_lib's "
+     "guard. The usual padding mask blocks padded keys only, (B, 1, L); the outputs of padded "
+     "queries are dropped later, from the loss.")),
+    ("mask_off_by_one",
+     ("Your mask keeps one position too many: a sequence of length n has real tokens at "
+     "positions 0 … n-1, so the test is `position < length`, not `<=`.")),
+)  # fmt: skip
+
+
+def check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a hand-written keep-mask for a padded batch, optionally causal.
+
+    ``fn(lengths, causal)`` receives a 1-D int64 tensor of real lengths (B,) and a bool,
+    and must return the keep-mask for (B, L, L) scores with L = max(lengths), at the
+    scores' rank: padded keys blocked for every query ((B, 1, L) is enough), and with
+    ``causal`` also every key after the query (combined with logical and). Bool, or
+    integer 0/1. Cases: lengths [4, 2] and, with B == L, [3, 1, 2] and [2, 3, 1], each
+    with and without the causal mask; the B == L cases are where a (B, L) mask that
+    was not unsqueezed passes silently.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "mask_float", "mask_values", "wrong_shape", "mask_not_unsqueezed",
+        "mask_wrong_axis", "mask_inverted", "mask_or", "mask_future",
+        "mask_causal_ignored", "mask_query_rows", "mask_off_by_one", "unknown".
+
+    Source: article section 4.1; attn_lib.padding_mask, causal_mask, combine_masks.
+    """
+    name = _name_of(fn)
+    read: list[torch.Tensor | None] = []
+    for lengths, causal in _BATCH_MASK_CASES:
+        B, L = len(lengths), max(lengths)
+        what = f"lengths {lengths}, causal={causal}"
+        try:
+            m = fn(torch.tensor(lengths), causal)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            if isinstance(err, RuntimeError) and "must match the size" in str(err):
+                read.append(None)  # shapes that do not broadcast: diagnosed below
+                continue
+            return _finish(False, "error", f"Not yet. For {what} your function raised "
+                           f"{type(err).__name__}: {err}.", verbose)  # fmt: skip
+        if not isinstance(m, torch.Tensor):
+            return _finish(False, "bad_return", f"Not yet. For {what} {name} returned "
+                           f"{type(m).__name__}; return a bool tensor.", verbose)  # fmt: skip
+        if m.is_floating_point():
+            return _finish(
+                False,
+                "mask_float",
+                f"Not yet. For {what} your mask is {m.dtype}. Return a bool keep-mask (True = "
+                f"may attend) and combine masks with `&`. Float masks are *added* to the scores "
+                f"by PyTorch, and adding masks goes wrong: two finfo.min fills add up to -inf.",
+                verbose,
+            )
+        if not bool(((m == 0) | (m == 1)).all()):
+            return _finish(False, "mask_values", f"Not yet. For {what} your mask holds values "
+                           f"other than 0 and 1; build it with comparisons, which give bool.",
+                           verbose)  # fmt: skip
+        try:
+            read.append(_as_read(m.bool(), B, L))
+        except RuntimeError:
+            if m.dim() == 2 and tuple(m.shape) == (B, L):
+                read.append(None)  # a (B, L) padding mask, B ≠ L: refused by attention
+                continue
+            return _finish(
+                False,
+                "wrong_shape",
+                f"Not yet. For {what} your mask has shape {tuple(m.shape)}; it must fit the "
+                f"scores ({B}, {L}, {L}) at their rank: (B, 1, L) = ({B}, 1, {L}) for padding "
+                f"alone, ({B}, {L}, {L}) with the causal mask.",
+                verbose,
+            )
+    expected = [_batch_mask_reference(lengths, c) for lengths, c in _BATCH_MASK_CASES]
+    if all(r is not None and torch.equal(r, e) for r, e in zip(read, expected, strict=True)):
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} builds the right keep-mask from the lengths for all "
+            f"{len(expected)} cases, with and without the causal mask, including B == L, "
+            f"where a mask of the wrong rank would have passed silently.",
+            verbose,
+        )
+    for code, text in _BATCH_MASK_MISTAKES:
+        matches = True
+        for (lengths, causal), r in zip(_BATCH_MASK_CASES, read, strict=True):
+            try:
+                want = _batch_mask_reference(lengths, causal, mistake=code)
+            except RuntimeError:
+                want = None
+            if (want is None) != (r is None) or (want is not None and not torch.equal(r, want)):
+                matches = False
+                break
+        if matches:
+            return _finish(False, code, f"Not yet. {text}", verbose)
+    if any(r is None for r in read):
+        return _finish(False, "mask_not_unsqueezed", f"Not yet. {_BATCH_MASK_MISTAKES[0][1]}",
+                       verbose)  # fmt: skip
+    i = next(i for i, (r, e) in enumerate(zip(read, expected, strict=True))
+             if not torch.equal(r, e))  # fmt: skip
+    lengths, causal = _BATCH_MASK_CASES[i]
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. For lengths {lengths}, causal={causal}, sequence 0 should get\n"
+        f"{expected[i][0].int().tolist()}\nbut your mask, as (B, L, L) scores read it, gives\n"
+        f"{read[i][0].int().tolist()}\n(1 = may attend, 0 = blocked).",
+        verbose,
+    )
+
+
+def _loss_cases() -> list[tuple[str, torch.Tensor, list[int]]]:
+    g = torch.Generator().manual_seed(_SEED + 8)
+    nan_pad = torch.rand(2, 4, generator=g) + 0.5
+    nan_pad[1, 1:] = float("nan")  # what padded rows of a -inf fill would produce
+    return [
+        ("lengths [4, 2]", torch.rand(2, 4, generator=g) + 0.5, [4, 2]),
+        ("lengths [3, 1, 5]", torch.rand(3, 5, generator=g) + 0.5, [3, 1, 5]),
+        ("lengths [4, 1] with NaN at the padded positions", nan_pad, [4, 1]),
+    ]
+
+
+def _loss_candidates(loss: torch.Tensor, lengths: list[int]) -> dict[str, float]:
+    real = torch.arange(loss.shape[1]) < torch.tensor(lengths)[:, None]  # (B, L)
+    zeroed = torch.where(real, loss, 0.0)
+    return {
+        "right": float(loss[real].mean()),
+        "mean_all": float(loss.mean()),
+        "divide_by_all": float(zeroed.sum() / loss.numel()),
+        "mean_of_means": float((zeroed.sum(1) / real.sum(1)).mean()),
+        "mask_inverted": float(loss[~real].mean()) if bool((~real).any()) else math.nan,
+        "sum_not_mean": float(loss[real].sum()),
+        "nan_through_mask": float((loss * real).sum() / real.sum()),
+    }
+
+
+_LOSS_MISTAKES = {
+    "mean_all": "You average over every position, padding included: the padded positions "
+    "hold the losses of outputs nobody asked for. Average over the real tokens only: "
+    "`token_loss[real].mean()` with `real = positions < lengths[:, None]`.",
+    "divide_by_all": "You zero the padded losses but divide by all B × L positions, so the "
+    "more padding a batch has, the smaller its loss. Divide by the number of real tokens: "
+    "`real.sum()`.",
+    "mean_of_means": "You average each sequence first, then the sequences: a short sequence's "
+    "tokens then weigh more than a long one's. This exercise asks for the mean over all real "
+    "tokens of the batch: `token_loss[real].mean()`.",
+    "mask_inverted": "You average over the padded positions and leave the real tokens out: "
+    "the mask is inverted. The real tokens are `positions < lengths[:, None]`.",
+    "sum_not_mean": "You return the sum of the real tokens' losses, not their mean; divide by "
+    "the number of real tokens.",
+    "nan_through_mask": "You multiply the losses by the mask, and NaN × 0 is NaN: one NaN at a "
+    "padded position (as a fully masked row with a -inf fill produces) poisons the whole loss. "
+    "Select instead of multiplying: `token_loss[real].mean()`, or `torch.where(real, "
+    "token_loss, 0.0)` before summing.",
+}
+
+
+def check_masked_mean_loss(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a hand-written masked mean: the average of per-token losses over real tokens.
+
+    ``fn(token_loss, lengths)`` receives per-token losses (B, L), float32, and the real
+    lengths (B,), int64, of right-padded sequences; it must return the mean of
+    ``token_loss[b, j]`` over the real positions j < lengths[b] of all sequences, as a
+    0-D tensor or a float. The last case holds NaN at padded positions (what a fully
+    masked row with a -inf fill gives), which must not reach the result.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "mean_all", "divide_by_all", "mean_of_means", "mask_inverted", "sum_not_mean",
+        "nan_through_mask", "unknown".
+
+    Source: article section 4.1 (padding); standard practice for padded batches.
+    """
+    name = _name_of(fn)
+    got: list[float] = []
+    cases = _loss_cases()
+    for case, loss, lengths in cases:
+        try:
+            out = fn(loss.clone(), torch.tensor(lengths))
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(False, "error", f"Not yet. For {case} your function raised "
+                           f"{type(err).__name__}: {err}.", verbose)  # fmt: skip
+        if isinstance(out, torch.Tensor) and out.numel() == 1:
+            out = out.item()
+        if isinstance(out, bool) or not isinstance(out, int | float):
+            return _finish(False, "bad_return", f"Not yet. For {case} {name} returned "
+                           f"{type(out).__name__}; return one number (a 0-D tensor or a "
+                           f"float).", verbose)  # fmt: skip
+        got.append(float(out))
+    candidates = [_loss_candidates(loss, lengths) for _, loss, lengths in cases]
+
+    def same(a: float, b: float) -> bool:
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+
+    if all(same(g, c["right"]) for g, c in zip(got, candidates, strict=True)):
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} averages over the real tokens only, for all {len(cases)} cases, "
+            f"and a NaN at a padded position does not reach it.",
+            verbose,
+        )
+    for code, text in _LOSS_MISTAKES.items():
+        if all(same(g, c[code]) for g, c in zip(got, candidates, strict=True)):
+            return _finish(False, code, f"Not yet. {text}", verbose)
+    if all(same(g, c["right"]) for g, c in zip(got[:2], candidates[:2], strict=True)):
+        return _finish(False, "nan_through_mask", f"Not yet. {_LOSS_MISTAKES['nan_through_mask']}",
+                       verbose)  # fmt: skip
+    i = next(i for i, (g, c) in enumerate(zip(got, candidates, strict=True))
+             if not same(g, c["right"]))  # fmt: skip
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. For {cases[i][0]} the mean over the real tokens is {candidates[i]['right']:.4f}"
+        f", but your function returned {got[i]:.4f}.",
+        verbose,
+    )
+
+
+__all__ += ["check_batch_mask", "check_masked_mean_loss", "check_masked_softmax"]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 06: checking against PyTorch (article section 3.4)
+# ---------------------------------------------------------------------------
+
+from torch import nn as _nn
+
+
+@dataclass(frozen=True)
+class _MHACase:
+    name: str
+    mha: _nn.MultiheadAttention  # num_heads=1, batch_first=True, eval mode
+    x: torch.Tensor  # (B, L, E)
+
+
+def _mha_cases() -> list[_MHACase]:
+    """Seeded one-head modules whose sizes all differ; two with biases everywhere."""
+    cases = []
+    for i, (name, E, B, L, bias) in enumerate(
+        [
+            ("E=6, no bias, x (2, 5, 6)", 6, 2, 5, False),
+            ("E=4, with biases, x (3, 2, 4)", 4, 3, 2, True),
+            ("E=8, with biases, x (1, 7, 8)", 8, 1, 7, True),
+        ]
+    ):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(_SEED + 60 + i)
+            mha = _nn.MultiheadAttention(E, num_heads=1, bias=bias, batch_first=True).eval()
+            with torch.no_grad():
+                if bias:  # PyTorch initialises the biases to 0; make them matter
+                    mha.in_proj_bias.normal_(0.0, 0.5)
+                    mha.out_proj.bias.normal_(0.0, 0.5)
+            x = torch.randn(B, L, E)
+        cases.append(_MHACase(name, mha, x))
+    return cases
+
+
+def _mha_parts(
+    mha: _nn.MultiheadAttention,
+    x: torch.Tensor,
+    *,
+    swap_qk: bool = False,
+    in_bias: bool = True,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """The attention output (before out_proj) of a one-head module, with optional mistakes."""
+    E = mha.embed_dim
+    w = mha.in_proj_weight
+    b = mha.in_proj_bias if in_bias else None
+    rows = [slice(0, E), slice(E, 2 * E), slice(2 * E, 3 * E)]
+    q_rows, k_rows = (rows[1], rows[0]) if swap_qk else (rows[0], rows[1])
+    Q = torch.nn.functional.linear(x, w[q_rows], None if b is None else b[q_rows])
+    K = torch.nn.functional.linear(x, w[k_rows], None if b is None else b[k_rows])
+    V = torch.nn.functional.linear(x, w[rows[2]], None if b is None else b[rows[2]])
+    out, _ = scaled_dot_product_attention(Q, K, V, scale=scale)  # (B, L, E)
+    return out
+
+
+_MHAMistakeFn = Callable[[_nn.MultiheadAttention, torch.Tensor], torch.Tensor]
+_MHA_MISTAKES: list[tuple[str, str, _MHAMistakeFn]] = [
+    (
+        "no_out_proj",
+        (
+            "Your output is the attention output *before* nn.MultiheadAttention's output "
+            "projection. The module applies one more Linear(E, E), `mha.out_proj`, after "
+            "attention (the W^O of multi-head attention, present even with one head); that "
+            "is why the article's comparison is off by about 1 while the weights agree. "
+            "Finish with `mha.out_proj(output)` (or "
+            "attn_lib.reference.apply_out_proj(mha, output))."
+        ),
+        lambda m, x: _mha_parts(m, x),
+    ),
+    (
+        "out_proj_transposed",
+        (
+            "Your out_proj is applied transposed: `output @ mha.out_proj.weight` computes "
+            "output · W, but a Linear stores its weight as (out_features, in_features) and "
+            "computes output · Wᵀ + b. Call the layer itself, `mha.out_proj(output)`, or "
+            "`F.linear(output, mha.out_proj.weight, mha.out_proj.bias)`."
+        ),
+        lambda m, x: torch.nn.functional.linear(
+            _mha_parts(m, x), m.out_proj.weight.T, m.out_proj.bias
+        ),
+    ),
+    (
+        "out_proj_no_bias",
+        (
+            "You apply out_proj's weight but not its bias. When the module has biases "
+            "(bias=True, PyTorch's default), out_proj adds `mha.out_proj.bias` too: call "
+            "`mha.out_proj(output)`, which does both."
+        ),
+        lambda m, x: _mha_parts(m, x) @ m.out_proj.weight.T,
+    ),
+    (
+        "in_proj_bias_missing",
+        (
+            "Your Q, K, V leave out `mha.in_proj_bias`. With bias=True the projections are "
+            "x · W_Qᵀ + b_Q and so on, where b_Q, b_K, b_V are the three slices [0:E], "
+            "[E:2E], [2E:3E] of in_proj_bias, in the same order as the weight's rows."
+        ),
+        lambda m, x: m.out_proj(_mha_parts(m, x, in_bias=False)),
+    ),
+    (
+        "qk_swapped",
+        (
+            "Your W_Q and W_K are swapped. `in_proj_weight` (3E, E) stacks W_Q, W_K, W_V in "
+            "that order: rows [0:E] are W_Q, rows [E:2E] W_K, rows [2E:3E] W_V. "
+            "`mha.in_proj_weight.chunk(3)` gives them in that order."
+        ),
+        lambda m, x: m.out_proj(_mha_parts(m, x, swap_qk=True)),
+    ),
+    (
+        "no_scale",
+        (
+            "Your scores are not divided by √d_k. nn.MultiheadAttention scales by "
+            "1/√(E / num_heads), which is 1/√E with one head."
+        ),
+        lambda m, x: m.out_proj(_mha_parts(m, x, scale=1.0)),
+    ),
+]
+
+
+def check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a hand-written forward pass of a one-head nn.MultiheadAttention.
+
+    ``fn(mha, x)`` receives an ``nn.MultiheadAttention(E, num_heads=1,
+    batch_first=True)`` in eval mode and x (B, L, E), float32, and must return
+    ``mha(x, x, x)[0]``, the module's output (B, L, E), computed from the module's
+    own parameters (``in_proj_weight``, ``in_proj_bias``, ``out_proj``); it may
+    also return a pair (output, weights). Cases: E = 6 without biases, E = 4 and
+    E = 8 with non-zero biases; all sizes differ.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error",
+        "bad_return", "called_module", "wrong_shape", "no_out_proj",
+        "out_proj_transposed", "out_proj_no_bias", "in_proj_bias_missing",
+        "qk_swapped", "no_scale", "unknown".
+
+    Source: article section 3.4; torch.nn.MultiheadAttention (in_proj_weight, out_proj).
+    """
+    name = _name_of(fn)
+    cases = _mha_cases()
+    outputs: list[torch.Tensor] = []
+    for case in cases:
+        calls: list[int] = []
+        hook = case.mha.register_forward_hook(lambda *_, calls=calls: calls.append(1))
+        try:
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = fn(case.mha, case.x.clone())
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - the learner's error, reported in words
+            return _finish(
+                False,
+                "error",
+                f"Not yet. On the case '{case.name}' {name} raised {type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}. The module has E = "
+                f"{case.mha.embed_dim}: in_proj_weight is ({3 * case.mha.embed_dim}, "
+                f"{case.mha.embed_dim}) and x is {tuple(case.x.shape)}.",
+                verbose,
+            )
+        finally:
+            hook.remove()
+        if calls:
+            return _finish(
+                False,
+                "called_module",
+                f"Not yet. {name} calls the module itself (mha(...)), so it cannot disagree "
+                f"with it. Compute the output from mha's parameters instead: slice "
+                f"in_proj_weight into W_Q, W_K, W_V, attend, then apply mha.out_proj.",
+                verbose,
+            )
+        if isinstance(result, tuple | list) and len(result) == 2:
+            result = result[0]
+        if not isinstance(result, torch.Tensor):
+            return _finish(
+                False,
+                "bad_return",
+                f"Not yet. {name} returned {type(result).__name__}; return the output "
+                f"tensor (B, L, E).",
+                verbose,
+            )
+        outputs.append(result.detach())
+
+    with torch.no_grad():
+        refs = [c.mha(c.x, c.x, c.x, need_weights=False)[0] for c in cases]
+    ok = [_close(o, r) for o, r in zip(outputs, refs, strict=True)]
+    if all(ok):
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} reproduces nn.MultiheadAttention's output on all {len(cases)} "
+            f"cases (with and without biases): in-projection slices, scaled attention and "
+            f"out_proj, to float32 precision.",
+            verbose,
+        )
+    for code, explanation, make in _MHA_MISTAKES:
+        with torch.no_grad():
+            wrong = [make(c.mha, c.x) for c in cases]
+        if all(_close(o, w) for o, w in zip(outputs, wrong, strict=True)):
+            return _finish(False, code, f"Not yet. {explanation}", verbose)
+    first = ok.index(False)
+    o, r, case = outputs[first], refs[first], cases[first]
+    if o.shape != r.shape:
+        return _finish(
+            False,
+            "wrong_shape",
+            f"Not yet. On the case '{case.name}' your output has shape {tuple(o.shape)}; "
+            f"nn.MultiheadAttention with batch_first=True returns (B, L, E) = "
+            f"{tuple(r.shape)}.",
+            verbose,
+        )
+    diff = (o - r).abs().nan_to_num(nan=float("inf")).max().item()
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. On the case '{case.name}' your output differs from the module's by up to "
+        f"{diff:.3g}, and it matches none of the usual single mistakes (missing or "
+        f"transposed out_proj, missing biases, W_Q and W_K swapped, no scaling). Check each "
+        f"step against the module: the three slices of in_proj_weight, softmax(Q Kᵀ / √E) V, "
+        f"then mha.out_proj.",
+        verbose,
+    )
+
+
+def _mha_mask_cases() -> list[tuple[str, torch.Tensor]]:
+    """(description, keep-mask) for check_mha_mask."""
+    g = torch.Generator().manual_seed(_SEED + 66)
+    per_example = torch.rand(2, 4, 6, generator=g) < 0.6
+    per_example[..., 0] = True  # every query keeps at least one key
+    return [
+        ("a causal keep-mask (5, 5), bool", causal_mask(5)),
+        ("a per-example keep-mask (2, 4, 6), bool", per_example),
+        ("an integer 0/1 keep-mask (3, 6), int64", causal_mask(3, 6).long()),
+    ]
+
+
+def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a converter from the article's keep-mask to nn.MultiheadAttention's attn_mask.
+
+    ``fn(keep)`` receives a keep-mask (True or 1 = may attend), bool or integer
+    0/1, of shape (L_q, L_k) or (B, L_q, L_k), and must return MHA's ``attn_mask``:
+    bool, same shape, True where attention is *blocked*. (A float mask of 0 and
+    -inf is accepted too: MHA adds it to the scores, which blocks the same cells.)
+    When the polarity is not inverted, the checker runs a one-head MHA with the mask
+    to count the rows of NaN weights it causes. Cases: a (5, 5) causal mask, a
+    (2, 4, 6) per-example mask and a (3, 6) integer mask.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error",
+        "bad_return", "wrong_shape", "not_inverted", "float_01", "int_mask",
+        "bitwise_not_int", "unknown".
+
+    Source: torch.nn.MultiheadAttention.forward docs (attn_mask); article section 3.2.
+    """
+    name = _name_of(fn)
+    results = []
+    cases = _mha_mask_cases()
+    for desc, keep in cases:
+        try:
+            m = fn(keep.clone())
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(
+                False,
+                "error",
+                f"Not yet. For {desc}, {name} raised {type(err).__name__}: {err}. Fix that "
+                f"line and run the check again.",
+                verbose,
+            )
+        if not isinstance(m, torch.Tensor):
+            return _finish(
+                False, "bad_return",
+                f"Not yet. For {desc}, {name} returned {type(m).__name__}; return a bool "
+                f"tensor of the same shape.", verbose,
+            )  # fmt: skip
+        results.append(m)
+
+    for (desc, keep), m in zip(cases, results, strict=True):
+        if m.shape != keep.shape:
+            return _finish(
+                False,
+                "wrong_shape",
+                f"Not yet. For {desc}, your mask has shape {tuple(m.shape)}; it must keep the "
+                f"keep-mask's shape {tuple(keep.shape)}: the conversion only changes what "
+                f"True means, not where it is.",
+                verbose,
+            )
+    blocked = [~k.bool() for _, k in cases]
+
+    def every(test: Callable[[torch.Tensor, torch.Tensor], bool]) -> bool:
+        return all(test(m, b) for m, b in zip(results, blocked, strict=True))
+
+    def values_are(m: torch.Tensor, allowed: set[float]) -> bool:
+        return set(m.unique().tolist()) <= allowed
+
+    if every(lambda m, b: m.dtype == torch.bool and torch.equal(m, b)):
+        return _finish(
+            True, None,
+            f"Passed. {name} turns every keep-mask into nn.MultiheadAttention's attn_mask: "
+            f"bool, True where attention is blocked (the opposite of the article's mask).",
+            verbose,
+        )  # fmt: skip
+    if every(
+        lambda m, b: m.is_floating_point()
+        and values_are(m, {0.0, float("-inf")})
+        and torch.equal(m == float("-inf"), b)
+    ):
+        return _finish(
+            True, None,
+            f"Passed. {name} returns an additive float mask (0 where kept, -inf where "
+            f"blocked); nn.MultiheadAttention adds it to the scores, which blocks the same "
+            f"cells as the bool mask True = blocked.",
+            verbose,
+        )  # fmt: skip
+    for (desc, _), m in zip(cases, results, strict=True):
+        is_int = not m.is_floating_point() and m.dtype != torch.bool
+        if is_int and values_are(m, {-1.0, -2.0}):
+            return _finish(
+                False, "bitwise_not_int",
+                f"Not yet. For {desc}, your mask holds -1 and -2: `~` on an integer tensor is "
+                f"a bitwise not, which turns 1 into -2 and 0 into -1, not into 0 and 1. Make "
+                f"the mask bool first, `~keep.bool()`, or compare: `keep == 0`.",
+                verbose,
+            )  # fmt: skip
+    if every(lambda m, b: not m.is_floating_point() and torch.equal(m != 0, ~b)):
+        nan_rows = _mha_nan_rows(results[0] != 0, cases[0][1])
+        rows = f"{nan_rows} row{'' if nan_rows == 1 else 's'}"
+        return _finish(
+            False, "not_inverted",
+            f"Not yet. Your mask still uses the article's convention (True = may attend), but "
+            f"nn.MultiheadAttention reads True as *blocked*: with it, every query attends "
+            f"only to the keys it should not see, and a query whose keys are all allowed "
+            f"gets no key at all (on the causal case: {rows} of NaN weights). "
+            f"Invert it: `~keep.bool()` or `keep == 0`.",
+            verbose,
+        )  # fmt: skip
+    if every(lambda m, b: m.is_floating_point() and values_are(m, {0.0, 1.0})):
+        right_way = every(lambda m, b: torch.equal(m == 1, b))
+        polarity = (
+            "Its 1s are in the right places"
+            if right_way
+            else "Its 1s are also on the kept cells, so the polarity is wrong as well"
+        )
+        return _finish(
+            False, "float_01",
+            f"Not yet. Your mask is a float tensor of 0s and 1s. nn.MultiheadAttention (like "
+            f"SDPA) *adds* a float mask to the scores, so a 1 only nudges a score up by 1 and "
+            f"masks nothing. {polarity}. Return a bool mask (`keep == 0`), or an additive one "
+            f"with -inf where blocked.",
+            verbose,
+        )  # fmt: skip
+    if every(lambda m, b: not m.is_floating_point() and m.dtype != torch.bool):
+        return _finish(
+            False, "int_mask",
+            f"Not yet. Your mask is an integer tensor ({results[0].dtype}). "
+            f"nn.MultiheadAttention takes only bool or float attn_masks (it stops with "
+            f"'only bool and floating types of attn_mask are supported'). Return bool: "
+            f"`keep == 0`.",
+            verbose,
+        )  # fmt: skip
+    first = next(
+        (c, m, b) for c, m, b in zip(cases, results, blocked, strict=True)
+        if not (m.dtype == torch.bool and torch.equal(m, b))
+    )  # fmt: skip
+    (desc, _), m, b = first
+    return _finish(
+        False, "unknown",
+        f"Not yet. For {desc}, the expected attn_mask (1 = blocked) is\n{b.int().tolist()}\n"
+        f"but yours ({m.dtype}) is\n{m.tolist()}.",
+        verbose,
+    )  # fmt: skip
+
+
+def _mha_nan_rows(attn_mask: torch.Tensor, keep: torch.Tensor) -> int:
+    """Rows of NaN weights a one-head MHA gives with this (L, L) attn_mask."""
+    L = keep.shape[-1]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_SEED)
+        mha = _nn.MultiheadAttention(4, num_heads=1, batch_first=True).eval()
+        x = torch.randn(1, L, 4)
+    with torch.no_grad():
+        _, w = mha(x, x, x, attn_mask=attn_mask)  # (1, L, L)
+    return int(torch.isnan(w).any(dim=-1).sum())
+
+
+__all__ += ["check_mha_forward", "check_mha_mask"]
+
+
+# --- notebook 08: a stable softmax, attention on 4-D heads, evaluation without dropout ----
+
+
+def _softmax_cases() -> list[tuple[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(_SEED)
+    return [
+        ("random scores (3, 5), float32", 2.0 * torch.randn(3, 5, generator=g)),
+        (
+            "large scores (2, 4), float32, up to 1000",
+            torch.tensor([[1000.0, 999.0, 998.0, 990.0], [500.0, 0.0, -500.0, 250.0]]),
+        ),
+        ("scores (1, 4) in float16, up to 20", torch.tensor([[20.0, 19.0, 10.0, 0.0]]).half()),
+        ("a batch (2, 3, 4), float32", 3.0 * torch.randn(2, 3, 4, generator=g)),
+        ("a row (1, 4) with a masked key (-inf)", torch.tensor([[0.0, float("-inf"), 2.0, 1.0]])),
+    ]
+
+
+def _softmax_variant(x: torch.Tensor, how: str) -> torch.Tensor:
+    """Softmax written with one deliberate mistake (computed in x's dtype)."""
+    if how == "naive":
+        e = x.exp()
+        return e / e.sum(dim=-1, keepdim=True)
+    if how == "global_max":
+        e = (x - x.max()).exp()
+        return e / e.sum(dim=-1, keepdim=True)
+    if how == "min_not_max":
+        e = (x - x.amin(dim=-1, keepdim=True)).exp()
+        return e / e.sum(dim=-1, keepdim=True)
+    if how in ("dim0", "dim-2"):
+        dim = 0 if how == "dim0" else -2
+        e = (x - x.amax(dim=dim, keepdim=True)).exp()
+        return e / e.sum(dim=dim, keepdim=True)
+    raise ValueError(how)
+
+
+_SOFTMAX_MISTAKES = [
+    (
+        "naive",
+        "naive",
+        (
+            "Your softmax overflows: on large scores it returns NaN (or zeros). exp(x) is inf "
+            "once x exceeds about 88.7 in float32 and 11.1 in float16, and inf / inf is NaN. "
+            "Subtract each row's largest score before exp: `x - x.amax(dim=-1, keepdim=True)`. "
+            "It changes nothing mathematically, since softmax(x + c) = softmax(x)."
+        ),
+    ),
+    (
+        "global_max",
+        "global_max",
+        (
+            "You subtract the largest score of the whole tensor, not of each row. A row whose "
+            "scores all lie far below that maximum underflows to exp(-500) = 0 everywhere, and "
+            "0 / 0 is NaN. Subtract each row's own maximum: `x.amax(dim=-1, keepdim=True)`."
+        ),
+    ),
+    (
+        "min_not_max",
+        "min_not_max",
+        (
+            "You subtract each row's minimum instead of its maximum: the exponents are then "
+            "≥ 0 and can still overflow. Subtract the maximum, so that every exponent is ≤ 0."
+        ),
+    ),
+    (
+        "softmax_dim",
+        "dim0",
+        (
+            "Your softmax normalises over dim 0 (the rows, or the batch) instead of over the "
+            "last dim. Each row must sum to 1: take the max and the sum over `dim=-1`."
+        ),
+    ),
+    (
+        "softmax_dim",
+        "dim-2",
+        (
+            "Your softmax normalises over dim -2 instead of the last dim: the columns sum to "
+            "1, not the rows. Take the max and the sum over `dim=-1`."
+        ),
+    ),
+]
+
+
+def _same_values(got: torch.Tensor, want: torch.Tensor, atol: float) -> bool:
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return False
+    try:
+        torch.testing.assert_close(
+            got.float(), want.float(), rtol=1e-3, atol=atol, equal_nan=True, check_dtype=False
+        )
+    except AssertionError:
+        return False
+    return True
+
+
+def check_stable_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a hand-written softmax over the last dim that must not overflow.
+
+    ``fn(x)`` receives scores of any shape (…, n) and must return softmax over the last
+    dim, exp(x − max) / Σ exp(x − max) with each row's own max, in a dtype whose values
+    match (computing in float32 for a float16 input is fine). Cases: random float32
+    scores (3, 5); large float32 scores (up to 1000); float16 scores up to 20 (where exp
+    overflows past 11.09); a 3-D batch (2, 3, 4); a row with a -inf (masked) score.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "wrong_shape", "naive", "global_max", "min_not_max", "softmax_dim", "unknown".
+
+    Source: article section 4.3 (the max trick); torch.softmax.
+    """
+    name = _name_of(fn)
+    cases = _softmax_cases()
+    outs: list[torch.Tensor] = []
+    for case, x in cases:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = fn(x.clone())
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            src = _source(fn)
+            hint = ""
+            if any("keepdim" not in a for a in re.findall(r"\.(?:max|amax)\(([^()]*)\)", src)):
+                hint = (
+                    " `x.max(dim=-1)` drops the reduced dim (and returns values and indices): "
+                    "use `x.amax(dim=-1, keepdim=True)` so that it broadcasts against x."
+                )
+            return _finish(False, "error", f"Not yet. For {case} your function raised "
+                           f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}."
+                           f"{hint}", verbose)  # fmt: skip
+        if not isinstance(out, torch.Tensor):
+            return _finish(False, "bad_return", f"Not yet. For {case} {name} returned "
+                           f"{type(out).__name__}; return a tensor of x's shape.",
+                           verbose)  # fmt: skip
+        if out.shape != x.shape:
+            return _finish(False, "wrong_shape", f"Not yet. For {case}, x has shape "
+                           f"{tuple(x.shape)} but your result has shape {tuple(out.shape)}; "
+                           f"softmax keeps the shape. If you reduced with max or sum, pass "
+                           f"keepdim=True.", verbose)  # fmt: skip
+        outs.append(out.detach())
+    refs = [torch.softmax(x.float(), dim=-1) for _, x in cases]
+    atols = [2e-3 if x.dtype == torch.float16 else 1e-5 for _, x in cases]
+    ok = [_same_values(o, r, a) for o, r, a in zip(outs, refs, atols, strict=True)]
+    if all(ok):
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} matches torch.softmax on all {len(cases)} cases, including scores "
+            f"up to 1000 in float32 and up to 20 in float16, where a naive exp(x) / Σ exp(x) "
+            f"overflows, and a row with a masked (-inf) key.",
+            verbose,
+        )
+    for code, how, text in _SOFTMAX_MISTAKES:
+        variants = []
+        for _, x in cases:
+            try:
+                variants.append(_softmax_variant(x, how))
+            except Exception:  # noqa: BLE001 - the mistake does not apply to this case
+                variants.append(None)
+        if all(
+            v is not None and _same_values(o, v, a)
+            for o, v, a in zip(outs, variants, atols, strict=True)
+        ):
+            return _finish(False, code, f"Not yet. {text}", verbose)
+    if ok[0] and ok[3] and not all(ok[1:3]) and any(bool(torch.isnan(o).any()) for o in outs):
+        return _finish(False, "naive", f"Not yet. {_SOFTMAX_MISTAKES[0][2]}", verbose)
+    i = ok.index(False)
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. For {cases[i][0]} softmax gives\n{refs[i].tolist()}\nbut your function "
+        f"returned\n{outs[i].float().tolist()}\nCompare each step with exp(x − max) / Σ exp(x − "
+        f"max), max and sum taken over dim=-1 with keepdim=True.",
+        verbose,
+    )
+
+
+# Attention on multi-head (B, H, L, d) tensors: cases whose sizes all differ, plus the two
+# shapes where key.transpose(1, 2) runs without an error.
+_HEAD_CASES = (
+    ("B=2, H=3, L=5, d_k=4, d_v=6", (2, 3, 5, 5, 4, 6)),
+    ("B=2, H=2, L_q=3, L_k=5, d_k=4, d_v=3 (cross-attention)", (2, 2, 3, 5, 4, 3)),
+    ("B=2, H=4, L=4, d_k=4, d_v=4 (H = L = d_k)", (2, 4, 4, 4, 4, 4)),
+    ("decoding one token, B=1, H=3, L_q=1, L_k=3, d_k=3, d_v=5 (L_k = H = d_k)",
+     (1, 3, 1, 3, 3, 5)),
+)  # fmt: skip
+
+
+def _head_cases() -> list[_Case]:
+    g = torch.Generator().manual_seed(_SEED + 8)
+    cases = []
+    for name, (B, H, L_q, L_k, d_k, d_v) in _HEAD_CASES:
+        q = torch.randn(B, H, L_q, d_k, generator=g)
+        k = torch.randn(B, H, L_k, d_k, generator=g)
+        v = torch.randn(B, H, L_k, d_v, generator=g)
+        cases.append(_Case(name, q, k, v, None))
+    return cases
+
+
+def _heads_transpose_1_2(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m: object) -> tuple:
+    scores = torch.matmul(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])  # swaps H and L
+    weights = torch.softmax(scores, dim=-1)
+    return torch.matmul(weights, v), weights
+
+
+def _heads_softmax_dim1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m: object) -> tuple:
+    return _wrong_attention(q, k, v, None, scale=1 / math.sqrt(q.shape[-1]), softmax_dim=1)
+
+
+_TRANSPOSE_1_2_TEXT = (
+    "Your function computes `query @ key.transpose(1, 2)`. On a 4-D key (B, H, L_k, d_k) "
+    "dims 1 and 2 are the heads and the positions, so this swaps heads with positions "
+    "instead of positions with features. Where H, L and d_k differ it raised an error; "
+    "but with H = L = d_k = 4, and when decoding one token against L_k = H = d_k = 3 "
+    "cached keys, it ran without any error and returned wrong numbers. Use "
+    "`key.transpose(-2, -1)` (or `key.mT`): it swaps the last two dims whatever comes "
+    "before them."
+)
+
+
+def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check hand-written attention on multi-head tensors (B, H, L, d), and name the mistake.
+
+    ``fn(query, key, value)`` receives query (B, H, L_q, d_k), key (B, H, L_k, d_k),
+    value (B, H, L_k, d_v), float32, and must return softmax(Q Kᵀ / √d_k) V per batch
+    element and head, (B, H, L_q, d_v), or the pair (output, weights (B, H, L_q, L_k)).
+    Cases: (2, 3, 5, 5, 4, 6) and a cross-attention (2, 2, 3, 5, 4, 3) as (B, H, L_q,
+    L_k, d_k, d_v), whose sizes differ, and the two shapes where the classic
+    ``key.transpose(1, 2)`` runs silently: H = L = d_k = 4, and decoding one query
+    against L_k = H = d_k = 3 keys.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "bad_return",
+        "transpose_1_2", "dot_T", "transpose_dims", "error", "scale_d_k", "no_scale",
+        "scale_multiplied", "scale_length", "softmax_dim", "scores_transposed",
+        "wrong_shape", "weights_wrong", "unknown".
+
+    Source: article section 4.2 (transpose(-2, -1), not transpose(1, 2)); Vaswani et al.
+        2017, sec. 3.2.2 (heads).
+    """
+    name = _name_of(fn)
+    cases = _head_cases()
+    outcomes = []
+    for case in cases:
+        outcome = _call_attention(fn, case)
+        if isinstance(outcome.error, NotImplementedError):
+            return _not_written(name, verbose)
+        if outcome.bad_return:
+            return _finish(False, "bad_return", f"{name} {outcome.bad_return}", verbose)
+        outcomes.append(outcome)
+    refs = [scaled_dot_product_attention(c.query, c.key, c.value) for c in cases]
+    ok = [
+        o.error is None
+        and _close(o.output, ref_out)
+        and (o.weights is None or _close(o.weights, ref_w))
+        for o, (ref_out, ref_w) in zip(outcomes, refs, strict=True)
+    ]
+    if all(ok):
+        return _finish(
+            True,
+            None,
+            f"Passed. {name} matches attn_lib on all {len(cases)} multi-head cases, including "
+            f"H = L = d_k and one-token decoding, the shapes where key.transpose(1, 2) would "
+            f"have run silently.",
+            verbose,
+        )
+    src = _source(fn)
+    uses_1_2 = bool(re.search(r"transpose\(\s*1\s*,\s*2\s*\)|transpose\(\s*2\s*,\s*1\s*\)", src))
+    if _matches(outcomes, _heads_transpose_1_2, cases) or (
+        uses_1_2 and not ok[2] and not ok[3]
+    ):
+        return _finish(False, "transpose_1_2", f"Not yet. {_TRANSPOSE_1_2_TEXT}", verbose)
+    mistakes = [m for m in _ATTENTION_MISTAKES if not m[0].startswith("mask")]
+    mistakes.append((
+        "softmax_dim",
+        (
+            "Your softmax normalises over dim 1, the heads, instead of over the keys: each "
+            "query's weights over the keys must sum to 1. Use `torch.softmax(scores, dim=-1)`."
+        ),
+        _heads_softmax_dim1,
+    ))  # fmt: skip
+    for code, explanation, make in mistakes:
+        if _matches(outcomes, make, cases):
+            return _finish(False, code, f"Not yet. {explanation}", verbose)
+    for o, case in zip(outcomes, cases, strict=True):
+        if o.error is not None:
+            code, message = _explain_error(fn, case, o.error)
+            return _finish(False, code, f"Not yet. {message}", verbose)
+    first = ok.index(False)
+    o, case, (ref_out, _) = outcomes[first], cases[first], refs[first]
+    if o.output.shape != ref_out.shape:
+        return _finish(False, "wrong_shape", f"Not yet. On the case '{case.name}' the output "
+                       f"has shape {tuple(o.output.shape)}; it should be (B, H, L_q, d_v) = "
+                       f"{tuple(ref_out.shape)}.", verbose)  # fmt: skip
+    if _close(o.output, ref_out):
+        return _finish(False, "weights_wrong", f"Almost. Your output is right, but the weights "
+                       f"you return are not the softmax weights (case '{case.name}').",
+                       verbose)  # fmt: skip
+    diff = (o.output - ref_out).abs().nan_to_num(nan=float("inf")).max().item()
+    return _finish(
+        False,
+        "unknown",
+        f"Not yet. On the case '{case.name}' your output differs from the reference by up to "
+        f"{diff:.3g} and matches none of the classic mistakes. Compare your code with "
+        f"softmax(Q Kᵀ / √d_k) V, where Kᵀ is key.transpose(-2, -1), line by line.",
+        verbose,
+    )
+
+
+class _ModeRecorder:
+    """A forward pre-hook that records whether the module was in training mode."""
+
+    def __init__(self) -> None:
+        self.modes: list[bool] = []
+
+    def __call__(self, module: torch.nn.Module, args: object) -> None:
+        self.modes.append(module.training)
+
+
+def _evaluation_setup() -> tuple[torch.nn.Module, torch.Tensor]:
+    from .core import SingleHeadAttention  # this section's own import
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_SEED)
+        model = SingleHeadAttention(8, 8, dropout=0.5)
+        x = torch.randn(2, 5, 8)  # (B, L, d_model)
+    return model, x
+
+
+def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check an evaluation function: dropout off, no gradients, the model's mode restored.
+
+    ``fn(model, x)`` receives a ``SingleHeadAttention(8, 8, dropout=0.5)`` and x of shape
+    (2, 5, 8) and must return what the model computes for x with dropout off (the
+    output (2, 5, 8), or the pair (output, weights (2, 5, 5))), without recording
+    gradients, and leave the model in the mode it found it in. It is called on a model
+    in training mode (twice, with different random states), then on one in eval mode.
+    Autograd is switched on for the calls, whatever the notebook set.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "dropout_on", "wrong_output", "grad_on", "mode_not_restored", "mode_forced_train",
+        "model_changed".
+
+    Source: article section 4.3 (dropout); torch.nn.Module.eval and torch.no_grad docs.
+    """
+    name = _name_of(fn)
+    model, x = _evaluation_setup()
+    with torch.no_grad():
+        model.eval()
+        ref_out, ref_w = model(x, return_attn=True)  # (2, 5, 8), (2, 5, 5)
+        model.train()
+    recorder = _ModeRecorder()
+    handle = model.register_forward_pre_hook(recorder)
+    results = []
+    try:
+        for start_training, seed in ((True, 1), (True, 2), (False, 3)):
+            model.train(start_training)
+            recorder.modes.clear()
+            with torch.random.fork_rng(devices=[]), torch.enable_grad():
+                torch.manual_seed(seed)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        got = fn(model, x.clone())
+                except NotImplementedError:
+                    return _not_written(name, verbose)
+                except Exception as err:  # noqa: BLE001 - reported in words
+                    return _finish(False, "error", f"Not yet. Your function raised "
+                                   f"{type(err).__name__}: {err}", verbose)  # fmt: skip
+            if isinstance(got, tuple | list) and len(got) == 2:
+                out, w = got
+            else:
+                out, w = got, None
+            if not isinstance(out, torch.Tensor) or not isinstance(w, torch.Tensor | None):
+                return _finish(False, "bad_return", f"Not yet. {name} returned "
+                               f"{type(got).__name__}; return the output tensor, or the pair "
+                               f"(output, weights).", verbose)  # fmt: skip
+            results.append((start_training, list(recorder.modes), out, w, model.training,
+                            model.dropout))  # fmt: skip
+    finally:
+        handle.remove()
+
+    for _, _, _, _, _, dropout in results:
+        if dropout != 0.5:
+            return _finish(False, "model_changed", f"Not yet. Your function changed the "
+                           f"module's dropout probability (now {dropout}). Leave the model as "
+                           f"it is and switch dropout off with `model.eval()`; `model.train()` "
+                           f"switches it back on.", verbose)  # fmt: skip
+    for _, modes, _, w, _, _ in results[:2]:
+        if any(modes):
+            same = _close(results[0][2].detach(), results[1][2].detach())
+            how = (
+                "Two calls gave different outputs"
+                if not same
+                else "The output does not match the model in eval mode"
+            )
+            rows = ""
+            if w is not None:
+                sums = w.detach().sum(dim=-1)
+                rows = (
+                    f" The rows of the weights you return sum to {sums.min().item():.4f} … "
+                    f"{sums.max().item():.4f}, not 1: dropout zeroed some weights and scaled "
+                    f"the others by 1/(1 − p) = 2."
+                )
+            return _finish(
+                False,
+                "dropout_on",
+                f"Not yet. The model ran in training mode, so dropout was on: {how.lower()}."
+                f"{rows} An evaluation must be deterministic: call `model.eval()` before the "
+                f"forward pass (dropout then does nothing and every row sums to 1).",
+                verbose,
+            )
+    for _, _, out, w, _, _ in results:
+        if out.shape != ref_out.shape or not _close(out.detach(), ref_out) or (
+            w is not None and not _close(w.detach(), ref_w)
+        ):
+            return _finish(False, "wrong_output", "Not yet. Dropout is off, but the result "
+                           "is not what the model computes for x: return `model(x)` (or "
+                           "`model(x, return_attn=True)`), unchanged.", verbose)  # fmt: skip
+    if any(out.requires_grad for _, _, out, _, _, _ in results):
+        return _finish(
+            False,
+            "grad_on",
+            "Almost. Dropout is off and the numbers are right, but autograd recorded the "
+            "computation (the output has requires_grad=True), which costs memory for nothing "
+            "during evaluation. Wrap the forward pass in `with torch.no_grad():`.",
+            verbose,
+        )
+    if not results[0][4] or not results[1][4]:
+        return _finish(
+            False,
+            "mode_not_restored",
+            "Almost. Dropout is off and the numbers are right, but your function leaves the "
+            "model in eval mode: a training loop that evaluates every few steps would then "
+            "go on training without dropout. Remember the mode first (`was_training = "
+            "model.training`) and restore it at the end (`model.train(was_training)`).",
+            verbose,
+        )
+    if results[2][4]:
+        return _finish(
+            False,
+            "mode_forced_train",
+            "Almost. Your function switches the model to training mode at the end even when "
+            "it was in eval mode before the call. Restore the mode it had: `was_training = "
+            "model.training` at the start, `model.train(was_training)` at the end.",
+            verbose,
+        )
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} evaluates with dropout off (the same output on every call, rows "
+        f"summing to 1), records no gradients, and leaves the model in the mode it found it "
+        f"in, training or eval.",
+        verbose,
+    )
+
+
+__all__ += ["check_attention_4d", "check_evaluation", "check_stable_softmax"]
+
+
+# --- notebook 04: the shapes of one setting, multiply-adds per step, the crossover length ---
+
+from .experiments import crossover_length
+
+# The setting of notebook 04's first exercise: x (B, L_q, d_model), context (B, L_k, d_model).
+STEP_SHAPES_SETTING = {"B": 3, "L_q": 5, "L_k": 7, "d_model": 32, "d_k": 16, "d_v": 4}
+_STEP_SHAPE_NAMES = ("Kᵀ", "scores", "weights", "output")
+
+
+def check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check the shapes of Kᵀ, scores, weights and output for one fixed setting.
+
+    ``fn()`` takes no argument and returns a dict with the keys "Kᵀ" (or "K_T"),
+    "scores", "weights" and "output", each a shape (tuple, list or torch.Size), for
+    cross-attention with B = 3, L_q = 5, L_k = 7, d_model = 32, d_k = 16, d_v = 4
+    (:data:`STEP_SHAPES_SETTING`).
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "missing", "key_not_transposed", "key_transpose_length", "scores_transposed",
+        "scores_width", "scores_square", "weights_shape", "output_width",
+        "output_length", "output_is_weights", "batch_missing", "wrong_shape".
+
+    Source: article section 2.3; attn_lib.shape_trace.
+    """
+    name = _name_of(fn)
+    s = STEP_SHAPES_SETTING
+    sizes = (s["B"], s["L_q"], s["L_k"], s["d_model"], s["d_k"], s["d_v"])
+    B, L_q, L_k, _, d_k, d_v = sizes
+    try:
+        got = fn()
+    except NotImplementedError:
+        return _not_written(name, verbose)
+    except Exception as err:  # noqa: BLE001 - reported in words
+        return _finish(False, "error", f"Not yet. Your function raised {type(err).__name__}: "
+                       f"{err}. Fix that line and run the check again.", verbose)  # fmt: skip
+    if not isinstance(got, dict):
+        return _finish(False, "bad_return", f"Not yet. {name} returned {type(got).__name__}; "
+                       f"return a dict such as {{'Kᵀ': (…), 'scores': (…), 'weights': (…), "
+                       f"'output': (…)}}.", verbose)  # fmt: skip
+    if "K_T" in got and "Kᵀ" not in got:
+        got = {**got, "Kᵀ": got["K_T"]}
+    missing = [n for n in _STEP_SHAPE_NAMES if n not in got]
+    if missing:
+        return _finish(False, "missing", f"Not yet. The dict has no entry for "
+                       f"{', '.join(missing)}; give all four: {', '.join(_STEP_SHAPE_NAMES)} "
+                       f"(\"K_T\" is accepted for Kᵀ).", verbose)  # fmt: skip
+    want = {step.step: step.shape for step in shape_trace((B, L_q, d_k), (B, L_k, d_k),
+                                                          (B, L_k, d_v))}  # fmt: skip
+    for entry in _STEP_SHAPE_NAMES:
+        shape = _as_shape_tuple(got[entry])
+        if shape is None:
+            return _finish(False, "bad_return", f"Not yet. {entry} is {got[entry]!r}; give "
+                           f"each shape as a tuple of ints, e.g. (3, 5, 7).", verbose)  # fmt: skip
+        if shape == want[entry]:
+            continue
+        if entry == "Kᵀ":
+            if shape == (B, L_k, d_k):
+                code, why = "key_not_transposed", (
+                    "That is K itself, (B, L_k, d_k). transpose(-2, -1) swaps its last two "
+                    "dims: Kᵀ is (B, d_k, L_k), so that Q (B, L_q, d_k) @ Kᵀ lines up d_k "
+                    "with d_k."
+                )
+            elif shape == (B, d_k, L_q):
+                code, why = "key_transpose_length", (
+                    "Kᵀ has one column per key: L_k columns, not L_q. The keys come from the "
+                    "context (L_k = 7 tokens), the queries from x (L_q = 5)."
+                )
+            elif len(shape) == 2:
+                code, why = "batch_missing", "Keep the batch dim B in front: (B, d_k, L_k)."
+            else:
+                code, why = "wrong_shape", "Kᵀ is K (B, L_k, d_k) with its last two dims swapped."
+        else:
+            code, why = _shape_hint(entry, shape, sizes)
+        return _finish(False, code, f"Not yet. For {_sizes_text(sizes)} you gave {entry} = "
+                       f"{shape}, but it is {want[entry]}. {why}".rstrip(), verbose)  # fmt: skip
+    return _finish(
+        True,
+        None,
+        f"Passed. Kᵀ {want['Kᵀ']}, scores and weights {want['scores']}, output "
+        f"{want['output']}: d_model = 32 appears in none of them (the projections remove it), "
+        f"and d_k = 16 disappears in Q Kᵀ, summed over.",
+        verbose,
+    )
+
+
+_MAC_NAMES = ("Q", "K", "V", "scores", "output")
+# (B, L_q, L_k, d_model, d_k, d_v): cross-attention with all sizes different, then self.
+_MAC_CASES = ((3, 5, 7, 32, 16, 4), (2, 9, 4, 6, 3, 5), (1, 8, 8, 12, 12, 12))
+
+
+def step_macs(
+    B: int, L_q: int, L_k: int, d_model: int, d_k: int, d_v: int
+) -> dict[str, int]:
+    """Multiply-adds of each matrix product of (cross-)attention.
+
+    A product (a × b) @ (b × c) takes a·b·c multiply-adds, once per batch element.
+    Q = x W_Q: B·L_q·d_model·d_k; K = context W_K: B·L_k·d_model·d_k; V = context W_V:
+    B·L_k·d_model·d_v; scores = Q Kᵀ: B·L_q·L_k·d_k; output = weights V: B·L_q·L_k·d_v.
+    The scaling, the softmax and any mask are not counted (O(B·L_q·L_k) each).
+
+    Returns:
+        {"Q", "K", "V", "scores", "output"} → Python ints.
+
+    Source: the cost model of attn_lib.experiments.attention_cost, for L_q ≠ L_k.
+    """
+    return {
+        "Q": B * L_q * d_model * d_k,
+        "K": B * L_k * d_model * d_k,
+        "V": B * L_k * d_model * d_v,
+        "scores": B * L_q * L_k * d_k,
+        "output": B * L_q * L_k * d_v,
+    }
+
+
+def _mac_hint(entry: str, got: int, sizes: tuple[int, ...]) -> tuple[str, str]:
+    """(mistake code, explanation) for a wrong count of one step."""
+    B, L_q, L_k, d_model, d_k, d_v = sizes
+    right = step_macs(*sizes)[entry]
+    products = {
+        "Q": "(L_q × d_model) @ (d_model × d_k)", "K": "(L_k × d_model) @ (d_model × d_k)",
+        "V": "(L_k × d_model) @ (d_model × d_v)", "scores": "(L_q × d_k) @ (d_k × L_k)",
+        "output": "(L_q × L_k) @ (L_k × d_v)",
+    }  # fmt: skip
+    rule = (f"{entry} is {products[entry]} per batch element, and (a × b) @ (b × c) takes "
+            f"a·b·c multiply-adds.")  # fmt: skip
+    if got == 2 * right:
+        return "flops", (f"That is twice the count: you counted FLOPs (a multiply and an add "
+                         f"each). Count multiply-adds: {rule}")  # fmt: skip
+    if B > 1 and got * B == right:
+        return "batch_missing", f"That is the count for one batch element; multiply by B. {rule}"
+    pairs = "That counts query–key pairs, not the work: each pair is a dot product of length d_k."
+    per_key = "has one row per key: L_k rows, from the context."
+    wrong = {
+        "scores": {B * L_q * L_k: ("pairs_only", pairs)},
+        "output": {B * L_q * L_k * d_k: ("output_width", "The values are d_v wide, not d_k."),
+                   B * L_q * L_k: ("pairs_only", "Each pair adds a row of V: d_v per pair.")},
+        "V": {B * L_k * d_model * d_k: ("value_width", "W_V maps d_model to d_v, not d_k."),
+              B * L_q * d_model * d_v: ("value_length", f"V {per_key}")},
+        "K": {B * L_q * d_model * d_k: ("key_length", f"K {per_key}")},
+    }  # fmt: skip
+    if got in wrong.get(entry, {}):
+        code, why = wrong[entry][got]
+        return code, f"{why} {rule}"
+    return "wrong_count", rule
+
+
+def check_step_macs(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a function that counts the multiply-adds of each step of attention.
+
+    ``fn(B, L_q, L_k, d_model, d_k, d_v)`` must return a dict with the keys "Q", "K",
+    "V", "scores" and "output": the multiply-adds of x W_Q, context W_K, context W_V,
+    Q Kᵀ and weights V (see :func:`step_macs`). Cases: (3, 5, 7, 32, 16, 4) and
+    (2, 9, 4, 6, 3, 5) (cross-attention), (1, 8, 8, 12, 12, 12) (self-attention).
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "missing", "flops", "batch_missing", "pairs_only", "output_width", "value_width",
+        "value_length", "key_length", "wrong_count".
+
+    Source: article section 1.2 (L² interactions); attn_lib.experiments.attention_cost.
+    """
+    name = _name_of(fn)
+    for sizes in _MAC_CASES:
+        try:
+            got = fn(*sizes)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(False, "error", f"Not yet. For {_sizes_text(sizes)} your function "
+                           f"raised {type(err).__name__}: {err}.", verbose)  # fmt: skip
+        if not isinstance(got, dict):
+            return _finish(False, "bad_return", f"Not yet. {name} returned "
+                           f"{type(got).__name__}; return a dict with the keys "
+                           f"{', '.join(_MAC_NAMES)}.", verbose)  # fmt: skip
+        missing = [n for n in _MAC_NAMES if n not in got]
+        if missing:
+            return _finish(False, "missing", f"Not yet. The dict has no entry for "
+                           f"{', '.join(missing)}; give all five: {', '.join(_MAC_NAMES)}.",
+                           verbose)  # fmt: skip
+        want = step_macs(*sizes)
+        for entry in _MAC_NAMES:
+            value = got[entry]
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                value = value.item()
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return _finish(False, "bad_return", f"Not yet. {entry} is {value!r}; give "
+                               f"each count as a number.", verbose)  # fmt: skip
+            if value != want[entry]:
+                code, why = _mac_hint(entry, int(value), sizes)
+                return _finish(False, code, f"Not yet. For {_sizes_text(sizes)} you counted "
+                               f"{value:,} multiply-adds for {entry}, but it takes "
+                               f"{want[entry]:,}. {why}", verbose)  # fmt: skip
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} counts every product for {len(_MAC_CASES)} settings. The two "
+        f"products that grow with L_q·L_k are Q Kᵀ and weights V; the three projections grow "
+        f"with L_q or L_k alone.",
+        verbose,
+    )
+
+
+# (d_model, d_k, d_v) → the crossover lengths are exact integers.
+_CROSSOVER_CASES = ((64, 64, 64), (512, 64, 64), (100, 20, 60))
+_CROSSOVER_HINTS = {
+    "just_d_model": (
+        "That is the rule of thumb \"attention dominates once L exceeds about d_model\"; it "
+        "has the right order of magnitude, but the exact balance point is another number."
+    ),
+    "scores_vs_qk": (
+        "You balanced Q Kᵀ against the Q and K projections only; count weights V and the V "
+        "projection too."
+    ),
+    "scores_only": (
+        "You compared Q Kᵀ alone with all three projections; weights V also grows as L²."
+    ),
+    "flops_mixed": (
+        "That is twice the answer: did one side count FLOPs and the other multiply-adds?"
+    ),
+}
+
+
+def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a function that finds the L at which attention costs as much as the projections.
+
+    ``fn(d_model, d_k, d_v)`` must return the sequence length L (a number) at which, in
+    self-attention, the multiply-adds of Q Kᵀ and weights V (L²·(d_k + d_v)) equal those
+    of the three projections (L·d_model·(2 d_k + d_v)). Cases: (64, 64, 64) → 96,
+    (512, 64, 64) → 1536, (100, 20, 60) → 125.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "just_d_model", "scores_vs_qk", "scores_only", "flops_mixed", "squared",
+        "wrong_value".
+
+    Source: attn_lib.experiments.crossover_length; article section 1.2.
+    """
+    name = _name_of(fn)
+    for d_model, d_k, d_v in _CROSSOVER_CASES:
+        args = f"d_model={d_model}, d_k={d_k}, d_v={d_v}"
+        try:
+            got = fn(d_model, d_k, d_v)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(False, "error", f"Not yet. For {args} your function raised "
+                           f"{type(err).__name__}: {err}.", verbose)  # fmt: skip
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        if isinstance(got, bool) or not isinstance(got, int | float):
+            return _finish(False, "bad_return", f"Not yet. {name} returned {got!r}; return "
+                           f"the length L as a number.", verbose)  # fmt: skip
+        want = crossover_length(d_model, d_k, d_v)
+        if math.isclose(got, want, rel_tol=1e-9):
+            continue
+        known = [  # the first match names the mistake
+            (float(d_model), "just_d_model", _CROSSOVER_HINTS["just_d_model"]),
+            (2.0 * d_model, "scores_vs_qk", _CROSSOVER_HINTS["scores_vs_qk"]),
+            (d_model * (2 * d_k + d_v) / d_k, "scores_only", _CROSSOVER_HINTS["scores_only"]),
+            (2 * want, "flops_mixed", _CROSSOVER_HINTS["flops_mixed"]),
+            (want**2, "squared", "That is L², not L."),
+        ]
+        code, why = next(
+            ((c, w) for value, c, w in known if math.isclose(got, value, rel_tol=1e-9)),
+            ("wrong_value", ""),
+        )
+        return _finish(
+            False,
+            code,
+            f"Not yet. For {args} you gave L = {got:g}; the balance point is L = {want:g}. "
+            f"{why} Set L²·(d_k + d_v) = L·d_model·(2 d_k + d_v) and divide by L.".replace(
+                "  ", " "
+            ),
+            verbose,
+        )
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} finds the balance point L = d_model·(2 d_k + d_v)/(d_k + d_v): "
+        f"96 tokens for d_model = d_k = d_v = 64, i.e. 1.5·d_model when d_k = d_v = d_model. "
+        f"Beyond it, attention's L² terms cost more than the projections.",
+        verbose,
+    )
+
+
+__all__ += [
+    "STEP_SHAPES_SETTING",
+    "check_crossover_length",
+    "check_step_macs",
+    "check_step_shapes",
+    "step_macs",
+]
+
+
+# --- notebook 09: reading the training table; an init that undoes the scale -----------------
+
+_SUMMARY_FLOATS = ("final_loss", "final_entropy", "max_rebound", "grad_early", "grad_late")
+
+
+def _summary_row(setting: str, d_k: int, n_seeds: int, n_never: int, n_relapsed: int) -> dict:
+    """A row shaped like attn_lib.training.TrainingRun.summary(), consistent in itself."""
+    reached = n_seeds - n_never
+    lower_median_index = (n_seeds - 1) // 2  # the lower median of the sorted steps
+    median_steps = None if reached <= lower_median_index else 20 + 5 * n_relapsed
+    row = {
+        "setting": setting,
+        "d_k": d_k,
+        "lr": 0.03,
+        "median_steps": median_steps,
+        "n_never": n_never,
+        "n_relapsed": n_relapsed,
+        "n_seeds": n_seeds,
+        "stall_fraction": (n_never + n_relapsed) / n_seeds,
+    }
+    return row | {name: 0.0 for name in _SUMMARY_FLOATS}
+
+
+def _stall_cases() -> list[tuple[str, list[dict], int]]:
+    """(description, summary rows, d_k asked) — each usual slip fails at least one case."""
+    s, u, ui = "scaled", "unscaled", "unscaled_init"
+    return [
+        (
+            "16 seeds, two values of d_k, asked about d_k = 64",
+            [
+                _summary_row(s, 8, 16, 10, 0), _summary_row(u, 8, 16, 0, 0),
+                _summary_row(ui, 8, 16, 0, 0), _summary_row(s, 64, 16, 0, 1),
+                _summary_row(u, 64, 16, 2, 7), _summary_row(ui, 64, 16, 0, 8),
+            ],
+            64,
+        ),
+        (
+            "4 seeds, d_k = 32",
+            [_summary_row(s, 32, 4, 3, 0), _summary_row(u, 32, 4, 1, 0)],
+            32,
+        ),
+        (
+            "16 seeds, asked about d_k = 512",
+            [
+                _summary_row(s, 128, 16, 0, 0), _summary_row(u, 128, 16, 0, 3),
+                _summary_row(s, 512, 16, 0, 0), _summary_row(u, 512, 16, 15, 1),
+                _summary_row(ui, 512, 16, 8, 2),
+            ],
+            512,
+        ),
+        (
+            "16 seeds, asked about d_k = 128, where no setting stalls",
+            [
+                _summary_row(s, 128, 16, 0, 0), _summary_row(u, 128, 16, 0, 3),
+                _summary_row(s, 512, 16, 0, 0), _summary_row(u, 512, 16, 15, 1),
+            ],
+            128,
+        ),
+    ]  # fmt: skip
+
+
+def _stalled(r: dict) -> int:
+    return int(r["n_never"]) + int(r["n_relapsed"])
+
+
+def _as_setting_set(got: object) -> set[str] | None:
+    if isinstance(got, str) or not isinstance(got, list | tuple | set | frozenset):
+        return None
+    if not all(isinstance(x, str) for x in got):
+        return None
+    return set(got)
+
+
+def check_stalling_settings(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a function that reads notebook 09's summary table: which settings stall at a d_k.
+
+    ``fn(summary, d_k)`` receives a list of dicts shaped like
+    ``attn_lib.training.TrainingRun.summary()`` (keys "setting", "d_k", "n_never",
+    "n_relapsed", "n_seeds", "stall_fraction", "median_steps", …) and a d_k, and must
+    return the settings (a list, tuple or set of names; order free) whose runs at that
+    d_k stall in at least half the seeds, a run being stalled when it never reached the
+    threshold *or* reached it and relapsed (stalled = n_never + n_relapsed). The cases are
+    hand-made tables (one with 4 seeds, one where a setting stalls in exactly half).
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "never_only", "median_none", "strict", "all_d_k", "any_stall", "sixteen_seeds",
+        "inverted", "unknown".
+
+    Source: notebook 09 of this series (article section 4.3, claim C11).
+    """
+    name = _name_of(fn)
+    cases = _stall_cases()
+    got: list[set[str]] = []
+    for description, rows, d_k in cases:
+        try:
+            answer = fn([dict(r) for r in rows], d_k)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(False, "error", f"Not yet. On the table with {description}, your "
+                           f"function raised {type(err).__name__}: {err}", verbose)  # fmt: skip
+        settings = _as_setting_set(answer)
+        if settings is None:
+            return _finish(False, "bad_return", f"Not yet. {name} returned "
+                           f"{type(answer).__name__} ({answer!r}); return a list of setting "
+                           f"names, e.g. ['unscaled'], or [] when none stalls.",
+                           verbose)  # fmt: skip
+        got.append(settings)
+
+    def answers(rule: Callable[[dict, int], bool], *, every_d_k: bool = False) -> list[set[str]]:
+        return [
+            {r["setting"] for r in rows if (every_d_k or r["d_k"] == d_k) and rule(r, d_k)}
+            for _, rows, d_k in cases
+        ]
+
+    def right(r: dict, _: int) -> bool:
+        return 2 * _stalled(r) >= r["n_seeds"]
+
+    if got == answers(right):
+        return _finish(True, None, f"Passed. {name} picks the settings whose runs end above "
+                       f"the threshold — never reached it, or reached it and relapsed — in at "
+                       f"least half the seeds, for {len(cases)} tables (4 or 16 seeds).",
+                       verbose)  # fmt: skip
+    slips = [
+        ("never_only", lambda r, _: 2 * r["n_never"] >= r["n_seeds"],
+         ("You count only the runs that never reached the threshold. A run that reached it "
+          "and then climbed back above it (n_relapsed) has not learned either: it ends above "
+          "the threshold. Stalled = n_never + n_relapsed (or use stall_fraction).")),
+        ("median_none", lambda r, _: r["median_steps"] is None,
+         ("You pick the settings whose median time to the threshold is 'never'. That counts "
+          "only runs that never got there; the relapsed ones (n_relapsed) reached it and "
+          "still stalled. Use n_never + n_relapsed, or stall_fraction.")),
+        ("strict", lambda r, _: 2 * _stalled(r) > r["n_seeds"],
+         ("Almost: 'at least half' includes exactly half. A setting with 8 of 16 runs "
+          "stalled counts; use ≥, not >.")),
+        ("any_stall", lambda r, _: _stalled(r) >= 1,
+         ("You pick every setting with at least one stalled run; the question asks for at "
+          "least half of the seeds.")),
+        ("sixteen_seeds", lambda r, _: _stalled(r) >= 8,
+         ("You compare the stalled count with 8, as if there were always 16 seeds. Use the "
+          "row's n_seeds (one table has 4 seeds), or stall_fraction ≥ 0.5.")),
+        ("inverted", lambda r, _: 2 * _stalled(r) < r["n_seeds"],
+         ("You return the settings that did learn (fewer than half the runs stalled): the "
+          "comparison is the wrong way round.")),
+    ]  # fmt: skip
+    for code, rule, why in slips:
+        if got == answers(rule):
+            return _finish(False, code, f"Not yet. {why}", verbose)
+    if got == answers(right, every_d_k=True):
+        return _finish(False, "all_d_k", "Not yet. You look at every row of the table, "
+                       "whatever its d_k; keep only the rows with r['d_k'] == d_k.",
+                       verbose)  # fmt: skip
+    (description, rows, d_k), want, have = next(
+        (c, w, g) for c, w, g in zip(cases, answers(right), got, strict=True) if w != g
+    )
+    return _finish(False, "unknown", f"Not yet. On the table with {description} you return "
+                   f"{sorted(have)}; the settings with at least half their runs stalled "
+                   f"(n_never + n_relapsed ≥ n_seeds / 2) at d_k = {d_k} are {sorted(want)}.",
+                   verbose)  # fmt: skip
+
+
+# (d_k, d_model) of W_Q as nn.Linear(d_model, d_k) stores it: never square, never equal.
+_INIT_SHAPES = ((32, 8), (8, 50), (128, 16), (9, 4))
+
+
+def _init_cases() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(_SEED)
+    return [torch.randn(d_k, d_model, generator=g) / math.sqrt(d_model)
+            for d_k, d_model in _INIT_SHAPES]  # fmt: skip
+
+
+def _score_gap(w_q: torch.Tensor, w_new: torch.Tensor) -> float:
+    """Largest |unscaled scores with w_new − scaled scores with w_q| on a seeded example."""
+    d_k, d_model = w_q.shape
+    g = torch.Generator().manual_seed(_SEED + 1)
+    x = torch.randn(5, d_model, generator=g)  # (L, d_model)
+    w_k = torch.randn(d_k, d_model, generator=g) / math.sqrt(d_model)
+    k = x @ w_k.T  # (L, d_k)
+    scaled = (x @ w_q.T) @ k.T / math.sqrt(d_k)  # (L, L)
+    unscaled = (x @ w_new.T) @ k.T  # (L, L)
+    return float((unscaled - scaled).abs().max())
+
+
+def check_init_like_scaled(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check an initialisation that makes unscaled attention start exactly like scaled attention.
+
+    ``fn(w_q)`` receives W_Q's initial weight as ``nn.Linear(d_model, d_k)`` stores it, a
+    (d_k, d_model) tensor, and must return a new (d_k, d_model) tensor W' such that scores
+    computed *without* the 1/√d_k factor from W' equal the scores computed *with* it from
+    W_Q: (x W'ᵀ)·k = (x W_Qᵀ)·k / √d_k for every x and k, i.e. W' = W_Q / √d_k. The
+    argument must not be changed in place. Shapes tried: (d_k, d_model) = (32, 8),
+    (8, 50), (128, 16), (9, 4).
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "transposed", "d_model", "d_k_not_sqrt", "inverted", "unchanged", "in_place",
+        "unknown".
+
+    Source: article section 2.2; notebooks 03 and 09 of this series (the scale as a
+        reparametrisation of W_Q).
+    """
+    name = _name_of(fn)
+    cases = _init_cases()
+    got = []
+    for w in cases:
+        original = w.clone()
+        try:
+            out = fn(w)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(False, "error", f"Not yet. For W_Q of shape {tuple(w.shape)} your "
+                           f"function raised {type(err).__name__}: {err}", verbose)  # fmt: skip
+        if not isinstance(out, torch.Tensor):
+            return _finish(False, "bad_return", f"Not yet. {name} returned "
+                           f"{type(out).__name__}; return the new weight, a tensor of the "
+                           f"same shape as w_q.", verbose)  # fmt: skip
+        d_k, d_model = w.shape
+        if out.shape != w.shape:
+            if out.shape == (d_model, d_k):
+                return _finish(False, "transposed", f"Not yet. For W_Q of shape {(d_k, d_model)} "
+                               f"you return shape {tuple(out.shape)}: transposed. nn.Linear "
+                               f"stores its weight as (out_features, in_features) = (d_k, "
+                               f"d_model); keep that layout.", verbose)  # fmt: skip
+            return _finish(False, "bad_return", f"Not yet. For W_Q of shape {(d_k, d_model)} you "
+                           f"return shape {tuple(out.shape)}; return a tensor of the same "
+                           f"shape.", verbose)  # fmt: skip
+        got.append((w, original, out.detach()))
+
+    def all_match(factor: Callable[[int, int], float]) -> bool:
+        return all(
+            torch.allclose(out, orig * factor(*orig.shape), rtol=1e-5, atol=1e-7)
+            for _, orig, out in got
+        )
+
+    changed = any(not torch.equal(w, orig) for w, orig, _ in got)
+    gap = max(_score_gap(orig, out) for _, orig, out in got)
+    if all_match(lambda d_k, _: 1 / math.sqrt(d_k)):
+        if changed:
+            return _finish(False, "in_place", "Almost. The values are right, but your "
+                           "function also changed the tensor it was given (an in-place "
+                           "operation such as `w_q /= ...` or `w_q.div_(...)`). Return a new "
+                           "tensor: `w_q / math.sqrt(d_k)`.", verbose)  # fmt: skip
+        # The gap itself is round-off, whose last digits depend on the CPU: not printed.
+        agree = "below 1e-5, float32 round-off" if gap < 1e-5 else f"{gap:.3g}"
+        return _finish(True, None, f"Passed. W' = W_Q / √d_k, with d_k = w_q.shape[0] (the "
+                       f"rows of an nn.Linear weight): without the scale, W' gives the scores "
+                       f"that W_Q gives with it — largest difference over {len(got)} shapes "
+                       f"{agree}.", verbose)  # fmt: skip
+    slips = [
+        ("d_model", lambda d_k, d_model: 1 / math.sqrt(d_model),
+         ("You divide by √d_model: w_q.shape[-1] is d_model, because nn.Linear(d_model, "
+          "d_k) stores its weight as (d_k, d_model). The scale is 1/√d_k: use "
+          "w_q.shape[0].")),
+        ("d_k_not_sqrt", lambda d_k, _: 1 / d_k,
+         ("You divide by d_k. The scores are divided by √d_k, and they are linear in W_Q, "
+          "so W_Q must be divided by √d_k too, not by d_k.")),
+        ("inverted", lambda d_k, _: math.sqrt(d_k),
+         ("You multiply by √d_k; divide instead: the unscaled scores must come out √d_k "
+          "times *smaller*, like the scaled ones.")),
+        ("unchanged", lambda d_k, _: 1.0,
+         ("You return W_Q unchanged, so the unscaled scores are √d_k times larger than the "
+          "scaled ones. Divide by √d_k.")),
+    ]  # fmt: skip
+    for code, factor, why in slips:
+        if all_match(factor):
+            return _finish(False, code, f"Not yet. {why} (Your W' gives unscaled scores that "
+                           f"differ from the scaled ones by up to {gap:.3g}.)",
+                           verbose)  # fmt: skip
+    return _finish(False, "unknown", f"Not yet. Your W' gives unscaled scores that differ from "
+                   f"the scaled scores of W_Q by up to {gap:.3g}. The scores (x Wᵀ)·k are "
+                   f"linear in W, so a single factor does it: which one makes them √d_k times "
+                   f"smaller?", verbose)  # fmt: skip
+
+
+__all__ += ["check_init_like_scaled", "check_stalling_settings"]
+
+
+# --- notebook 10: one online-softmax step; the bytes of a score matrix ---------------------
+
+from .chunked import chunked_attention, chunked_attention_trace
+
+
+@dataclass(frozen=True)
+class _StepCase:
+    name: str
+    query: torch.Tensor  # (n_q, d_k)
+    key: torch.Tensor  # (L_k, d_k)
+    value: torch.Tensor  # (L_k, d_v)
+    keep: torch.Tensor  # (n_q, L_k) bool
+    block_size: int
+
+    def blocks(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(scores (n_q, n_k) with -inf at blocked keys, value block (n_k, d_v)) per block."""
+        q = self.query * (1.0 / math.sqrt(self.query.shape[-1]))  # as chunked_attention scales
+        out = []
+        for k0 in range(0, self.key.shape[0], self.block_size):
+            k1 = min(k0 + self.block_size, self.key.shape[0])
+            s = (q @ self.key[k0:k1].T).masked_fill(~self.keep[:, k0:k1], -math.inf)
+            out.append((s, self.value[k0:k1]))
+        return out
+
+
+def _step_cases() -> list[_StepCase]:
+    g = torch.Generator().manual_seed(_SEED + 10)
+
+    def qkv(n_q: int, L_k: int, d_k: int, d_v: int, gain: float) -> tuple[torch.Tensor, ...]:
+        return (torch.randn(n_q, d_k, generator=g) * gain, torch.randn(L_k, d_k, generator=g),
+                torch.randn(L_k, d_v, generator=g))  # fmt: skip
+
+    # Case 1: the keys get more and more aligned with the query, so the running max rises.
+    q1, k1, v1 = qkv(1, 10, 4, 3, 1.0)
+    k1 = k1 * 0.3 + torch.linspace(0.0, 3.0, 10)[:, None] * q1 / q1.norm()
+    pad = torch.arange(9) >= 3  # case 2: the first 3 keys are padding for row 0
+    return [
+        _StepCase("one row, 10 keys in blocks of 4, 4 and 2 (the max rises)", q1, k1, v1,
+                  torch.ones(1, 10, dtype=torch.bool), 4),
+        _StepCase("two rows, 9 keys in blocks of 3, row 0's first block all padding",
+                  *qkv(2, 9, 5, 2, 2.0), torch.stack([pad, torch.ones(9, dtype=torch.bool)]), 3),
+        _StepCase("three rows, 6 keys in blocks of 2, causal mask", *qkv(3, 6, 3, 4, 2.0),
+                  causal_mask(3, 6), 2),
+    ]  # fmt: skip
+
+
+def _reference_states(case: _StepCase) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(m (n_q, 1), l (n_q, 1), acc (n_q, d_v)) after each block, from attn_lib's trace."""
+    rows = [chunked_attention_trace(case.query, case.key, case.value, case.keep,
+                                    block_size=case.block_size, row=i)
+            for i in range(case.query.shape[0])]  # fmt: skip
+    states = []
+    for j in range(len(rows[0])):
+        m = torch.tensor([[r[j].m] for r in rows])
+        l = torch.tensor([[r[j].l] for r in rows])
+        acc = torch.stack([r[j].acc for r in rows])
+        states.append((m, l, acc))
+    return states
+
+
+def _variant_step(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, s: torch.Tensor,
+                  v: torch.Tensor, slip: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step of the recurrence with a classic slip (see check_online_softmax_step)."""
+    m_blk = s.amax(dim=-1, keepdim=True)
+    m_new = m_blk if slip == "block_max" else torch.maximum(m, m_blk)
+    ref = m_new if slip == "no_guard" else m_new.masked_fill(m_new == -math.inf, 0.0)
+    r = torch.exp(ref - m) if slip == "inverted_rescale" else torch.exp(m - ref)
+    p = torch.exp(s - ref)
+    l_new = (l if slip in ("no_rescale", "acc_only") else r * l) + p.sum(dim=-1, keepdim=True)
+    acc_new = (acc if slip in ("no_rescale", "l_only") else r * acc) + p @ v
+    return (m if slip == "m_not_updated" else m_new), l_new, acc_new
+
+
+_STEP_SLIPS = {
+    "no_guard": (
+        "Your running values turn into NaN on the row whose first block has no allowed key. "
+        "There m and the block's max are both -inf, and exp(-inf - (-inf)) = exp(NaN) = NaN. "
+        "Subtract 0 instead of m_new where m_new is -inf (`m_new.masked_fill(m_new == "
+        "-math.inf, 0.0)`): all that row's scores are -inf, so r and p come out 0 and the row "
+        "stays empty, as it should."
+    ),
+    "no_rescale": (
+        "You add the new block to l and acc without rescaling what they already hold. When "
+        "the running max rises from m to m_new, every earlier term exp(s - m) must become "
+        "exp(s - m_new): multiply the old l and acc by r = exp(m - m_new) first."
+    ),
+    "l_only": (
+        "You rescale l by r = exp(m - m_new) but not acc. Both hold sums of exp(s - m) "
+        "terms, so both need the factor when the max rises."
+    ),
+    "acc_only": (
+        "You rescale acc by r = exp(m - m_new) but not l. Both hold sums of exp(s - m) "
+        "terms, so both need the factor when the max rises."
+    ),
+    "inverted_rescale": (
+        "Your rescale factor is upside down: exp(m_new - m) ≥ 1 grows the old sums instead "
+        "of shrinking them. It is r = exp(m_old - m_new) ≤ 1."
+    ),
+    "block_max": (
+        "You keep the block's own max as m, not the running max. The output can still come "
+        "out right (every term is rescaled consistently), but m is no longer the largest "
+        "score seen so far, so exp(s - m) can overflow for a later block with a low max "
+        "(and a block with no allowed key resets m to -inf). Use m_new = max(m, block max)."
+    ),
+    "m_not_updated": (
+        "You return the old m. The next step must see the new running max: return m_new."
+    ),
+}
+
+
+def _run_steps(
+    fn: Callable, case: _StepCase
+) -> tuple[list[tuple[torch.Tensor, ...]] | None, str | None]:
+    """Run fn over every block of a case; (states, None) or (None, problem sentence)."""
+    n_q, d_v = case.query.shape[0], case.value.shape[-1]
+    m = torch.full((n_q, 1), -math.inf)
+    l = torch.zeros(n_q, 1)
+    acc = torch.zeros(n_q, d_v)
+    states = []
+    for j, (s, v) in enumerate(case.blocks()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(m.clone(), l.clone(), acc.clone(), s.clone(), v.clone())
+        if not isinstance(out, tuple | list) or len(out) != 3:
+            return None, (f"returned {type(out).__name__}; return the tuple (m_new, l_new, "
+                          f"acc_new).")  # fmt: skip
+        if not all(isinstance(t, torch.Tensor) for t in out):
+            return None, "must return three tensors (m_new, l_new, acc_new)."
+        shapes = [tuple(t.shape) for t in out]
+        if shapes != [(n_q, 1), (n_q, 1), (n_q, d_v)]:
+            return None, (f"returned shapes {shapes} after block {j} of case '{case.name}'; "
+                          f"they should be m (n_q, 1) = {(n_q, 1)}, l {(n_q, 1)} and acc "
+                          f"(n_q, d_v) = {(n_q, d_v)}. Reduce with keepdim=True "
+                          f"(`scores.amax(dim=-1, keepdim=True)`, `p.sum(dim=-1, "
+                          f"keepdim=True)`).")  # fmt: skip
+        m, l, acc = (t.detach().float() for t in out)
+        states.append((m, l, acc))
+    return states, None
+
+
+def _same_states(a: list[tuple[torch.Tensor, ...]], b: list[tuple[torch.Tensor, ...]]) -> bool:
+    return all(
+        torch.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True)
+        for sa, sb in zip(a, b, strict=True)
+        for x, y in zip(sa, sb, strict=True)
+    )
+
+
+def check_online_softmax_step(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check one step of the online softmax against attn_lib's trace, block by block.
+
+    ``fn(m, l, acc, scores, v_block)`` receives the running state of n_q query rows —
+    m (n_q, 1) the running max (-inf before any allowed key), l (n_q, 1) the running sum of
+    exp(score - m), acc (n_q, d_v) the running sum of exp(score - m)·v — and one key
+    block: scores (n_q, n_k), already scaled, -inf at blocked keys, and v_block (n_k, d_v).
+    It returns (m_new, l_new, acc_new). The checker starts from m = -inf, l = 0, acc = 0,
+    feeds every block of three cases (a rising max; a row whose first block is all
+    padding; a causal mask), and compares every state with
+    :func:`attn_lib.chunked.chunked_attention_trace`, then acc / l with
+    :func:`attn_lib.chunked.chunked_attention`.
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "no_guard", "no_rescale", "l_only", "acc_only", "inverted_rescale", "block_max",
+        "m_not_updated", "unknown".
+
+    Source: Milakov & Gimelshein 2018; attn_lib.chunked (module docstring).
+    """
+    name = _name_of(fn)
+    cases = _step_cases()
+    got = []
+    for case in cases:
+        try:
+            states, problem = _run_steps(fn, case)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(False, "error", f"Not yet. For the case '{case.name}' your function "
+                           f"raised {type(err).__name__}: {err}", verbose)  # fmt: skip
+        if problem is not None:
+            return _finish(False, "bad_return", f"Not yet. {name} {problem}", verbose)
+        got.append(states)
+    want = [_reference_states(c) for c in cases]
+    if all(_same_states(g, w) for g, w in zip(got, want, strict=True)):
+        outputs = [(st[-1][2] / st[-1][1].masked_fill(st[-1][0] == -math.inf, 1.0))
+                   for st in got]  # fmt: skip
+        for case, out in zip(cases, outputs, strict=True):
+            ref = chunked_attention(case.query, case.key, case.value, case.keep,
+                                    block_size=case.block_size)  # fmt: skip
+            torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+        return _finish(True, None, f"Passed. {name} gives the same running max, running sum and "
+                       f"accumulator as attn_lib's trace after every block of all "
+                       f"{len(cases)} cases, including the row whose first block is all "
+                       f"padding (no NaN), and acc / l after the last block is the attention "
+                       f"output.", verbose)  # fmt: skip
+    for slip, why in _STEP_SLIPS.items():
+        variant = []
+        for case in cases:
+            n_q, d_v = case.query.shape[0], case.value.shape[-1]
+            state = (torch.full((n_q, 1), -math.inf), torch.zeros(n_q, 1), torch.zeros(n_q, d_v))
+            seq = []
+            for s, v in case.blocks():
+                state = _variant_step(*state, s, v, slip)
+                seq.append(state)
+            variant.append(seq)
+        if all(_same_states(g, v) for g, v in zip(got, variant, strict=True)):
+            return _finish(False, slip, f"Not yet. {why}", verbose)
+    for case, g, w in zip(cases, got, want, strict=True):
+        for j, (sg, sw) in enumerate(zip(g, w, strict=True)):
+            for label, x, y in zip(("m", "l", "acc"), sg, sw, strict=True):
+                if not torch.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True):
+                    mine = ", ".join(f"{t:.4f}" for t in x.flatten().tolist())
+                    right = ", ".join(f"{t:.4f}" for t in y.flatten().tolist())
+                    return _finish(False, "unknown", f"Not yet. In the case '{case.name}', "
+                                   f"after block {j} your {label} is [{mine}] but it should "
+                                   f"be [{right}]. Recall: m_new = "
+                                   f"max(m, block max); r = exp(m - m_new); p = exp(scores - "
+                                   f"m_new); l_new = r·l + Σp; acc_new = r·acc + p @ v_block.",
+                                   verbose)  # fmt: skip
+    raise AssertionError("unreachable: states differ but no difference was found")
+
+
+# (B, L, dtype) → bytes of one (B, L, L) score matrix.
+_SCORE_BYTES_CASES = (
+    (8, 4096, torch.float32),
+    (2, 1000, torch.float16),
+    (3, 77, torch.float64),
+    (1, 8192, torch.bfloat16),
+)
+
+
+def score_matrix_bytes(B: int, L: int, dtype: torch.dtype) -> int:
+    """Bytes of one (B, L, L) score matrix: B·L²·(bytes per element of dtype).
+
+    Source: attn_lib.experiments.attention_cost (score_matrix_bytes).
+    """
+    return B * L * L * torch.empty((), dtype=dtype).element_size()
+
+
+def check_score_matrix_bytes(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check a function that gives the bytes of one (B, L, L) score matrix.
+
+    ``fn(B, L, dtype)`` must return B·L²·(bytes per element) as a number. Cases: (8, 4096,
+    float32) → 536,870,912 (512 MiB); (2, 1000, float16); (3, 77, float64); (1, 8192,
+    bfloat16).
+
+    Args:
+        fn: the function to check.
+        verbose: print the feedback paragraph.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "numbers_not_bytes", "bits", "batch_missing", "linear_in_L", "scores_and_weights",
+        "always_4_bytes", "mib", "megabytes", "wrong_value".
+
+    Source: attn_lib.experiments.attention_cost; article section 1.2.
+    """
+    name = _name_of(fn)
+    for B, L, dtype in _SCORE_BYTES_CASES:
+        args = f"B={B}, L={L}, dtype={dtype}"
+        try:
+            got = fn(B, L, dtype)
+        except NotImplementedError:
+            return _not_written(name, verbose)
+        except Exception as err:  # noqa: BLE001 - reported in words
+            return _finish(False, "error", f"Not yet. For {args} your function raised "
+                           f"{type(err).__name__}: {err}", verbose)  # fmt: skip
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        if isinstance(got, bool) or not isinstance(got, int | float):
+            return _finish(False, "bad_return", f"Not yet. {name} returned {got!r}; return the "
+                           f"number of bytes.", verbose)  # fmt: skip
+        want = score_matrix_bytes(B, L, dtype)
+        if math.isclose(got, want, rel_tol=1e-12):
+            continue
+        size = torch.empty((), dtype=dtype).element_size()
+        known = [  # the first match names the mistake
+            (B * L * L, "numbers_not_bytes", ("That is the number of scores, not their bytes: "
+             "multiply by the bytes of one element (dtype.itemsize).")),
+            (8 * want, "bits", "That is in bits; a byte is 8 bits."),
+            (L * L * size, "batch_missing", "That is one sequence; the batch holds B of them."),
+            (B * L * size, "linear_in_L", ("A score matrix has L × L entries per sequence: one "
+             "per query–key pair, so L², not L.")),
+            (B * L * L * 4, "always_4_bytes", (f"You assume 4 bytes per element, but {dtype} "
+             f"takes {size}: use dtype.itemsize.")),
+            (2 * want, "scores_and_weights", ("That is two L × L matrices (scores and "
+             "weights); the question asks for the score matrix alone.")),
+            (want / 2**20, "mib", "That is in MiB; return bytes."),
+            (want / 1e6, "megabytes", "That is in megabytes; return bytes."),
+        ]  # fmt: skip
+        code, why = next(((c, w) for value, c, w in known
+                          if math.isclose(got, value, rel_tol=1e-9)), ("wrong_value", ""))  # fmt: skip
+        return _finish(False, code, f"Not yet. For {args} you gave {got:,}; it is {want:,} "
+                       f"bytes. {why}".rstrip(), verbose)  # fmt: skip
+    return _finish(
+        True,
+        None,
+        f"Passed. {name} gives B·L²·itemsize for all {len(_SCORE_BYTES_CASES)} cases: at B = 8, "
+        f"L = 4096 a float32 score matrix takes 536,870,912 bytes = 512 MiB — and the weights "
+        f"of the same shape as much again.",
+        verbose,
+    )
+
+
+__all__ += ["check_online_softmax_step", "check_score_matrix_bytes", "score_matrix_bytes"]

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_D_KS",
     "SATURATION_D_KS",
     "SCALINGS",
+    "SHAPE_MODES",
     "AttentionCost",
     "CostCurves",
     "DefaultInitRow",
@@ -50,6 +51,8 @@ __all__ = [
     "SaturationRow",
     "ScoreSamples",
     "ScoreVarianceRow",
+    "ShapeRow",
+    "ShapeWalkthrough",
     "TokenQKV",
     "WordOrderResult",
     "attention_cost",
@@ -70,6 +73,7 @@ __all__ = [
     "score_variance_table",
     "seeded_attention",
     "self_score_max_fraction",
+    "shape_walkthrough",
     "token_qkv",
     "variance_estimate_spread",
     "word_order_outputs",
@@ -1426,3 +1430,1173 @@ def cost_curves(
         score_matrix_bytes=column("score_matrix_bytes"),
         crossover=crossover_length(d_model, d_k, d_v),
     )
+
+
+# ---------------------------------------------------------------------------
+# Notebook 07: masks (article sections 3.2 and 4.1)
+# ---------------------------------------------------------------------------
+
+from functools import lru_cache  # this section's own imports, kept with it
+
+from .core import scaled_dot_product_attention
+from .masks import causal_mask, combine_masks, padding_mask
+
+MASK_FILLS = ("default", "-1e9", "-inf", "0", "finfo.min")
+MASK_DTYPES = ("float32", "float16", "bfloat16")
+PADDING_SIDES = ("right", "left")
+MASK_DEMO_L = 6  # padded length of every sequence in the mask dashboard
+MASK_DEMO_D_K = 4
+MASK_DEMO_SEED = 7
+
+__all__ += [  # this section's public names, added to the list at the top
+    "MASK_DEMO_L",
+    "MASK_DTYPES",
+    "MASK_FILLS",
+    "PADDING_SIDES",
+    "MaskSetting",
+    "fill_value_for",
+    "keep_from_lengths",
+    "mask_setting",
+    "masked_mass",
+]
+
+
+def fill_value_for(fill: str, dtype: torch.dtype) -> float | None:
+    """The ``fill_value`` argument of attn_lib's attention for a fill named in MASK_FILLS.
+
+    Args:
+        fill: "default" (None: attn_lib's dtype-safe fill, zero rows where no key is
+            allowed), "-1e9", "-inf", "0", or "finfo.min" (torch.finfo(dtype).min,
+            passed explicitly, so it behaves exactly like masked_fill with it).
+        dtype: the dtype of the scores.
+
+    Returns:
+        None or a float.
+
+    Raises:
+        ValueError: an unknown fill name.
+        TypeError: dtype not floating point.
+
+    Source: article section 4.1 (-1e9 vs 0); torch.finfo.
+    """
+    fill = _choice("fill", fill, MASK_FILLS)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}.")
+    if fill == "default":
+        return None
+    if fill == "finfo.min":
+        return float(torch.finfo(dtype).min)
+    return float(fill)
+
+
+def keep_from_lengths(
+    lengths: Sequence[int],
+    L: int | None = None,
+    *,
+    causal: bool = False,
+    padding_side: str = "right",
+) -> torch.Tensor:
+    """The keep-mask of a padded batch, at the scores' rank: padding, optionally causal.
+
+    Padded *keys* are blocked for every query (the padding mask is (B, 1, L), so it
+    broadcasts over the query rows); padded *queries* are not blocked, they still
+    attend to the real keys. With ``causal`` the (L, L) causal mask is combined with
+    logical and. Left padding puts the real tokens at the end: combined with a causal
+    mask, the first query rows of a short sequence then have no allowed key at all.
+
+    Args:
+        lengths: (B,) real lengths, each in 0..L.
+        L: the padded length L_q = L_k; default max(lengths).
+        causal: also block the future (keys after the query).
+        padding_side: "right" (real tokens first) or "left" (real tokens last).
+
+    Returns:
+        bool (B, L, L), True = may attend.
+
+    Raises:
+        TypeError / ValueError / ShapeError: as attn_lib.padding_mask; an unknown
+            padding_side; causal not a bool.
+
+    Source: article section 4.1; attn_lib.padding_mask, causal_mask, combine_masks.
+    """
+    padding_side = _choice("padding_side", padding_side, PADDING_SIDES)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}.")
+    pad = padding_mask(list(lengths), L)  # (B, 1, L): True at real keys
+    if padding_side == "left":
+        pad = pad.flip(-1)  # the same count of real keys, at the end
+    B, L = pad.shape[0], pad.shape[-1]
+    masks = [pad, causal_mask(L)] if causal else [pad]  # (B, 1, L) and (L, L)
+    return combine_masks(*masks).expand(B, L, L).clone()  # (B, L, L)
+
+
+def masked_mass(weights: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """The weight each query row puts on keys it may not attend to.
+
+    Args:
+        weights: (..., L_q, L_k) attention weights, floating point.
+        keep: keep-mask broadcastable to weights (True = may attend).
+
+    Returns:
+        (..., L_q), weights' dtype: 0 where masking worked, up to 1 for a row whose
+        keys are all blocked yet which was made uniform; NaN where the row is NaN.
+
+    Raises:
+        TypeError: weights not floating point, or keep not bool/integer.
+
+    Source: article section 4.1 (what a fill of 0 leaves on masked keys).
+    """
+    if not isinstance(weights, torch.Tensor) or not weights.is_floating_point():
+        raise TypeError("weights must be a floating-point tensor.")
+    if not isinstance(keep, torch.Tensor) or keep.is_floating_point():
+        raise TypeError("keep must be a bool (or 0/1 integer) tensor, True = may attend.")
+    blocked = ~keep.bool()
+    return torch.where(blocked, weights, torch.zeros((), dtype=weights.dtype)).sum(dim=-1)
+
+
+@dataclass(frozen=True)
+class MaskSetting:
+    """What the mask dashboard shows for one setting.
+
+    Attributes:
+        lengths: real length of each sequence.
+        causal, padding_side, fill, dtype: the setting (names as in MASK_FILLS, MASK_DTYPES).
+        keep: bool (B, L, L), True = may attend.
+        weights: float32 (B, L, L), the weights computed in ``dtype`` (then converted
+            for display), NaN included; None when PyTorch refused the setting.
+        row_mass: float32 (B, L), each row's weight on blocked keys (NaN for a NaN row);
+            None when refused.
+        error: the error message when PyTorch refused the setting (e.g. -1e9 in
+            float16), else None.
+
+    Source: article section 4.1.
+    """
+
+    lengths: tuple[int, ...]
+    causal: bool
+    padding_side: str
+    fill: str
+    dtype: str
+    keep: torch.Tensor
+    weights: torch.Tensor | None
+    row_mass: torch.Tensor | None
+    error: str | None
+
+    @property
+    def empty_rows(self) -> tuple[int, ...]:
+        """Per sequence, the number of query rows with no allowed key."""
+        return tuple(int(n) for n in (~self.keep.any(dim=-1)).sum(dim=-1))
+
+    @property
+    def nan_rows(self) -> tuple[int, ...]:
+        """Per sequence, the number of query rows whose weights are NaN (0 when refused)."""
+        if self.weights is None:
+            return (0,) * len(self.lengths)
+        return tuple(int(n) for n in self.weights.isnan().any(dim=-1).sum(dim=-1))
+
+    @property
+    def mass(self) -> tuple[float, ...]:
+        """Per sequence, the mean over its non-NaN rows of the weight on blocked keys."""
+        if self.row_mass is None:
+            return (math.nan,) * len(self.lengths)
+        out = []
+        for row in self.row_mass:
+            ok = row[~row.isnan()]
+            out.append(float(ok.mean()) if ok.numel() else math.nan)
+        return tuple(out)
+
+    @property
+    def title(self) -> str:
+        """One line describing the setting, for figure titles."""
+        causal = "causal" if self.causal else "no causal mask"
+        fill = "attn_lib default fill" if self.fill == "default" else f"fill {self.fill}"
+        return f"{self.padding_side} padding · {causal} · {fill} · {self.dtype}"
+
+
+def mask_setting(
+    lengths: Sequence[int] = (6, 4, 2),
+    *,
+    causal: bool = False,
+    padding_side: str = "right",
+    fill: str = "default",
+    dtype: str = "float32",
+) -> MaskSetting:
+    """Masked attention weights of a small seeded batch for one dashboard setting.
+
+    Queries, keys and values are drawn once (seed 7, B = len(lengths), L = 6, d_k = d_v
+    = 4, float32), converted to ``dtype``, and run through
+    ``attn_lib.scaled_dot_product_attention(..., fill_value=fill_value_for(fill, dtype))``
+    with the mask of :func:`keep_from_lengths`. An explicit fill behaves exactly like
+    the article's masked_fill (NaN rows, uniform rows, RuntimeError in float16
+    included); a refusal is returned as the error text, not raised. Same arguments,
+    same numbers; results are cached and returned as fresh copies.
+
+    Args:
+        lengths: (B,) real lengths, each in 1..6.
+        causal: also block the future.
+        padding_side: "right" or "left".
+        fill: one of MASK_FILLS.
+        dtype: one of MASK_DTYPES.
+
+    Returns:
+        MaskSetting with keep (B, 6, 6), weights (B, 6, 6) and row_mass (B, 6), or error.
+
+    Raises:
+        ValueError: a length outside 1..6, an unknown fill, dtype or padding side.
+        TypeError: causal not a bool, lengths not ints.
+
+    Source: article section 4.1; torch.Tensor.masked_fill.
+    """
+    lengths = tuple(_int("length", n, 1) for n in lengths)
+    if not lengths or any(n > MASK_DEMO_L for n in lengths):
+        raise ValueError(f"give 1 or more lengths, each in 1..{MASK_DEMO_L}, got {lengths}.")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}.")
+    padding_side = _choice("padding_side", padding_side, PADDING_SIDES)
+    fill = _choice("fill", fill, MASK_FILLS)
+    dtype = _choice("dtype", dtype, MASK_DTYPES)
+    cached = _mask_setting(lengths, causal, padding_side, fill, dtype)
+    return MaskSetting(
+        lengths=cached.lengths,
+        causal=causal,
+        padding_side=padding_side,
+        fill=fill,
+        dtype=dtype,
+        keep=cached.keep.clone(),
+        weights=None if cached.weights is None else cached.weights.clone(),
+        row_mass=None if cached.row_mass is None else cached.row_mass.clone(),
+        error=cached.error,
+    )
+
+
+@lru_cache(maxsize=8)
+def _mask_qkv(B: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = _generator(MASK_DEMO_SEED)
+    shape = (B, MASK_DEMO_L, MASK_DEMO_D_K)
+    return tuple(torch.randn(shape, generator=g) for _ in range(3))  # (B, L, d_k) each
+
+
+@lru_cache(maxsize=1024)
+def _mask_setting(
+    lengths: tuple[int, ...], causal: bool, padding_side: str, fill: str, dtype: str
+) -> MaskSetting:
+    keep = keep_from_lengths(lengths, MASK_DEMO_L, causal=causal, padding_side=padding_side)
+    torch_dtype = getattr(torch, dtype)
+    q, k, v = (t.to(torch_dtype) for t in _mask_qkv(len(lengths)))
+    weights = row_mass = error = None
+    try:
+        _, w = scaled_dot_product_attention(
+            q, k, v, keep, fill_value=fill_value_for(fill, torch_dtype)
+        )  # (B, L, L)
+    except RuntimeError as err:
+        error = str(err)
+    else:
+        weights = w.float()
+        row_mass = masked_mass(weights, keep)  # (B, L)
+    return MaskSetting(lengths, causal, padding_side, fill, dtype, keep, weights, row_mass, error)
+
+
+# ---------------------------------------------------------------------------
+# 04: every shape of softmax(Q Kᵀ / √d_k) V, self- and cross-attention
+# ---------------------------------------------------------------------------
+
+SHAPE_MODES = ("self", "cross")
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    """One line of a shape table.
+
+    Attributes:
+        step: the tensor's name ("x", "W_Q", "Q", "Kᵀ", "scores", …).
+        expression: how it is computed ("x W_Q", "Q Kᵀ / √d_k", …).
+        symbols: its shape in letters, e.g. "(B, L_q, d_k)".
+        shape: its shape in numbers.
+    """
+
+    step: str
+    expression: str
+    symbols: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ShapeWalkthrough:
+    """The shapes of one attention computation, traced and run on a short sentence.
+
+    Attributes:
+        mode: "self" (keys and values from x itself) or "cross" (from a second sentence).
+        B: batch size, or None for unbatched (L, d_model) input.
+        L_q, L_k, d_model, d_k, d_v: the sizes (L_k = L_q in self-attention).
+        rows: the shape table, predicted from the sizes alone: x, (context,) W_Q, W_K,
+            W_V, Q, K, V, Kᵀ, scores, weights, output. W_Q, W_K, W_V are written in
+            the article's math layout (d_model, d_k); nn.Linear stores the transpose.
+        real_shapes: {step: shape} measured on tensors from an actual run.
+        query_tokens: L_q tokens (English). key_tokens: L_k tokens (English in
+            self-attention, French in cross-attention).
+        weights: (L_q, L_k) float32, the attention weights of batch element 0.
+        output: (L_q, d_v) float32, the output of batch element 0.
+
+    Do not modify the tensors: results are cached and shared.
+    """
+
+    mode: str
+    B: int | None
+    L_q: int
+    L_k: int
+    d_model: int
+    d_k: int
+    d_v: int
+    rows: tuple[ShapeRow, ...]
+    real_shapes: Mapping[str, tuple[int, ...]]
+    query_tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    weights: torch.Tensor
+    output: torch.Tensor
+
+    def shape(self, step: str) -> tuple[int, ...]:
+        """The predicted shape of one step, e.g. ``shape("scores")``.
+
+        Raises:
+            KeyError: no such step (e.g. "context" in self-attention).
+        """
+        for row in self.rows:
+            if row.step == step:
+                return row.shape
+        raise KeyError(f"no step {step!r}; the steps are {[r.step for r in self.rows]}.")
+
+    def table(self) -> str:
+        """The rows as a fixed-width text table (step, computed as, shape, sizes)."""
+        header = ("step", "computed as", "shape", "sizes")
+        lines = [(r.step, r.expression, r.symbols, fmt_shape(r.shape)) for r in self.rows]
+        widths = [max(len(line[i]) for line in [header, *lines]) for i in range(4)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        return "\n".join(fmt.format(*line).rstrip() for line in [header, *lines])
+
+    @property
+    def title(self) -> str:
+        """A one-line summary of the setting."""
+        batch = "no batch dim" if self.B is None else f"B = {self.B}"
+        if self.mode == "self":
+            lengths = f"L = {self.L_q}"
+        else:
+            lengths = f"L_q = {self.L_q}, L_k = {self.L_k}"
+        return (
+            f"{self.mode}-attention: {batch}, {lengths}, d_model = {self.d_model}, "
+            f"d_k = {self.d_k}, d_v = {self.d_v}"
+        )
+
+
+def shape_walkthrough(
+    B: int | None,
+    L_q: int,
+    L_k: int | None,
+    d_model: int,
+    d_k: int,
+    d_v: int,
+    mode: str = "self",
+    *,
+    seed: int = 0,
+) -> ShapeWalkthrough:
+    """Predict every shape of attention from the sizes, then run it on a sentence.
+
+    The queries come from the first L_q tokens of :data:`attn_lib.data.QKV_SENTENCE`
+    ("a small cat sat on the mat", 7 tokens). In self-attention the keys and values
+    come from the same tokens (L_k = L_q; the ``L_k`` argument is ignored); in
+    cross-attention from the first L_k tokens of :data:`attn_lib.data.CROSS_SENTENCE`
+    (its French translation, 8 tokens), as when a model writing English looks up the
+    French source. A batch holds B copies of the sentence. The module is
+    :func:`seeded_attention` (untrained, so the weights show no real alignment).
+
+    Args:
+        B: batch size ≥ 1, or None for unbatched (L, d_model) input.
+        L_q: 1 … 7. L_k: 1 … 8 in cross-attention; ignored (may be None) in self-attention.
+        d_model, d_k, d_v: widths ≥ 1.
+        mode: "self" or "cross".
+        seed: seed of the module's weights (the embeddings use the sentences' own seeds).
+
+    Returns:
+        :class:`ShapeWalkthrough` (cached: the same arguments return the same object).
+
+    Raises:
+        ShapeError: a size < 1, L_q > 7, or (cross) L_k > 8 or None.
+        ValueError: an unknown mode, or seed < 0. TypeError: a size that is not an int.
+
+    Source: Vaswani et al. 2017, eq. (1); article section 2.3 (write every shape down).
+    """
+    mode = _choice("mode", mode, SHAPE_MODES)
+    B = None if B is None else _dim("B", B)
+    if mode == "cross":
+        if L_k is None:
+            raise ShapeError("cross-attention needs L_k, the number of key tokens (1 … 8).")
+        L_k = _dim("L_k", L_k)
+    args = (
+        B, _dim("L_q", L_q), L_k if mode == "cross" else None, _dim("d_model", d_model),
+        _dim("d_k", d_k), _dim("d_v", d_v), mode, _int("seed", seed, 0),
+    )  # fmt: skip
+    if args not in _WALKTHROUGHS:
+        if len(_WALKTHROUGHS) >= 1024:
+            _WALKTHROUGHS.clear()
+        _WALKTHROUGHS[args] = _compute_shape_walkthrough(*args)
+    return _WALKTHROUGHS[args]
+
+
+_WALKTHROUGHS: dict[tuple, ShapeWalkthrough] = {}  # cache: a dashboard revisits settings
+
+
+def _compute_shape_walkthrough(
+    B: int | None, L_q: int, L_k: int | None, d_model: int, d_k: int, d_v: int, mode: str,
+    seed: int,
+) -> ShapeWalkthrough:  # fmt: skip
+    from .core import scaled_dot_product_attention
+    from .data import cross_sentence, qkv_sentence
+    from .shapes import shape_trace
+
+    queries = qkv_sentence(d_model)
+    keys = cross_sentence(d_model) if mode == "cross" else queries
+    if L_q > len(queries.tokens):
+        raise ShapeError(
+            f"L_q must be ≤ {len(queries.tokens)} (the sentence's length), got {L_q}."
+        )
+    if L_k is None:
+        L_k = L_q
+    elif L_k > len(keys.tokens):
+        raise ShapeError(f"L_k must be ≤ {len(keys.tokens)} (the sentence's length), got {L_k}.")
+
+    # --- predicted from the sizes alone ---
+    batch = () if B is None else (B,)
+    b = "" if B is None else "B, "
+    q_len, k_len = ("L", "L") if mode == "self" else ("L_q", "L_k")
+    source = "x" if mode == "self" else "context"
+    what = "the sentence, embedded" if mode == "self" else "the query sentence, embedded"
+    rows = [ShapeRow("x", what, f"({b}{q_len}, d_model)", (*batch, L_q, d_model))]
+    if mode == "cross":
+        rows.append(ShapeRow("context", "the key sentence, embedded", f"({b}L_k, d_model)",
+                             (*batch, L_k, d_model)))  # fmt: skip
+    rows += [
+        ShapeRow("W_Q", "learned (shared by the batch)", "(d_model, d_k)", (d_model, d_k)),
+        ShapeRow("W_K", "learned (shared by the batch)", "(d_model, d_k)", (d_model, d_k)),
+        ShapeRow("W_V", "learned (shared by the batch)", "(d_model, d_v)", (d_model, d_v)),
+    ]
+    symbols = {
+        "Q": f"({b}{q_len}, d_k)", "K": f"({b}{k_len}, d_k)", "V": f"({b}{k_len}, d_v)",
+        "Kᵀ": f"({b}d_k, {k_len})", "scores": f"({b}{q_len}, {k_len})",
+        "weights": f"({b}{q_len}, {k_len})", "output": f"({b}{q_len}, d_v)",
+    }  # fmt: skip
+    expressions = {
+        "Q": "x W_Q", "K": f"{source} W_K", "V": f"{source} W_V",
+        "Kᵀ": "K.transpose(-2, -1)", "scores": "Q Kᵀ / √d_k",
+        "weights": "softmax(scores, dim=-1)", "output": "weights V",
+    }  # fmt: skip
+    traced = shape_trace((*batch, L_q, d_k), (*batch, L_k, d_k), (*batch, L_k, d_v))
+    for step in traced:
+        rows.append(ShapeRow(step.step, expressions[step.step], symbols[step.step], step.shape))
+
+    # --- measured on a real run ---
+    model = seeded_attention(d_model, d_k, d_v=d_v, seed=seed)
+    x = queries.x[:L_q]  # (L_q, d_model)
+    context = keys.x[:L_k]  # (L_k, d_model)
+    if B is not None:
+        x = x.expand(B, L_q, d_model)  # (B, L_q, d_model): B copies
+        context = context.expand(B, L_k, d_model)  # (B, L_k, d_model)
+    with torch.no_grad():
+        Q, K, V = model.W_Q(x), model.W_K(context), model.W_V(context)
+        K_T = K.transpose(-2, -1)  # (..., d_k, L_k)
+        scores = Q @ K_T / math.sqrt(d_k)  # (..., L_q, L_k)
+        output, weights = scaled_dot_product_attention(Q, K, V)
+    real = {"x": x, "context": context, "Q": Q, "K": K, "V": V, "Kᵀ": K_T, "scores": scores,
+            "weights": weights, "output": output}  # fmt: skip
+    real_shapes = {name: tuple(t.shape) for name, t in real.items()}
+    if mode == "self":
+        del real_shapes["context"]
+    for name, linear in (("W_Q", model.W_Q), ("W_K", model.W_K), ("W_V", model.W_V)):
+        real_shapes[name] = tuple(linear.weight.T.shape)  # math layout (d_model, d_out)
+    first = (0,) if B is not None else ()
+    return ShapeWalkthrough(
+        mode=mode, B=B, L_q=L_q, L_k=L_k, d_model=d_model, d_k=d_k, d_v=d_v, rows=tuple(rows),
+        real_shapes=real_shapes, query_tokens=queries.tokens[:L_q],
+        key_tokens=keys.tokens[:L_k], weights=weights[first].clone(),
+        output=output[first].clone(),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# Notebook 08: a naive softmax overflowing, against the max trick (article section 4.3)
+# ---------------------------------------------------------------------------
+
+# One row of scores: the slider's value plus these offsets. Softmax depends only on the
+# differences, so the right answer is the same for every value; only the naive formula
+# changes, when exp overflows.
+OVERFLOW_OFFSETS = (0.0, -1.0, -2.0, -3.0)
+OVERFLOW_DTYPES = ("float32", "float16")
+
+
+@dataclass(frozen=True)
+class SoftmaxOverflow:
+    """One row of scores through a naive softmax and through the max trick.
+
+    Attributes:
+        largest: the largest score of the row (the row is largest + OVERFLOW_OFFSETS).
+        dtype: "float32" or "float16", the dtype of the computation.
+        scores: (n,) the scores, in ``dtype``.
+        naive: (n,) float32, exp(x) / Σ exp(x) computed in ``dtype``: every weight 0
+            once the sum overflows, NaN (inf / inf) once exp(largest) itself does.
+        stable: (n,) float32, exp(x − max) / Σ exp(x − max) computed in ``dtype``.
+        threshold: log(finfo(dtype).max): exp(x) overflows for x above it (88.72 in
+            float32, 11.09 in float16).
+        sum_threshold: the largest score above which Σ exp(x) overflows, a little below
+            ``threshold`` (threshold − log Σ exp(offsets)).
+        exp_largest: exp(largest) in ``dtype`` (inf once largest > threshold).
+
+    Source: article section 4.3; torch.finfo.
+    """
+
+    largest: float
+    dtype: str
+    scores: torch.Tensor
+    naive: torch.Tensor
+    stable: torch.Tensor
+    threshold: float
+    sum_threshold: float
+    exp_largest: float
+
+    @property
+    def failure(self) -> str:
+        """"none", "sum overflow" (the naive row is all 0) or "nan" (it holds NaN)."""
+        if bool(torch.isnan(self.naive).any()):
+            return "nan"
+        if abs(self.naive.sum().item() - 1.0) > 1e-2:
+            return "sum overflow"
+        return "none"
+
+    @property
+    def naive_sum(self) -> float:
+        """Sum of the naive row: 1, 0 once the sum overflowed, NaN once exp did."""
+        return self.naive.sum().item()
+
+    @property
+    def stable_sum(self) -> float:
+        """Sum of the stable row (1 up to round-off)."""
+        return self.stable.sum().item()
+
+
+def softmax_overflow(largest: float, dtype: str = "float32") -> SoftmaxOverflow:
+    """Run one row of scores, largest + :data:`OVERFLOW_OFFSETS`, through both softmaxes.
+
+    The naive softmax exp(x) / Σ exp(x) fails in two steps as the scores grow: first
+    the sum overflows to inf and every weight becomes a finite number divided by inf,
+    0; then exp(largest) itself overflows and inf / inf gives NaN. The max trick
+    (subtract the row's largest score, so every exponent is ≤ 0) returns the same
+    weights for every value of ``largest``: softmax depends only on differences.
+
+    Args:
+        largest: the largest score in the row, a finite number in [0, finfo(dtype).max].
+        dtype: "float32" or "float16".
+
+    Returns:
+        :class:`SoftmaxOverflow`.
+
+    Raises:
+        TypeError: largest not a real number.
+        ValueError: largest outside [0, finfo(dtype).max] or not finite; an unknown dtype.
+
+    Source: article section 4.3 (the max trick); attn_lib.naive_softmax / stable_softmax.
+    """
+    from .softmax import naive_softmax, stable_softmax  # this section's own imports
+
+    if isinstance(largest, bool) or not isinstance(largest, int | float):
+        raise TypeError(f"largest must be a real number, got {type(largest).__name__}.")
+    dtype = _choice("dtype", dtype, OVERFLOW_DTYPES)
+    torch_dtype = getattr(torch, dtype)
+    info = torch.finfo(torch_dtype)
+    largest = float(largest)
+    if not (math.isfinite(largest) and 0.0 <= largest <= info.max):
+        raise ValueError(
+            f"largest must be a finite number in [0, {info.max:g}] for {dtype}, got {largest}."
+        )
+    offsets = torch.tensor(OVERFLOW_OFFSETS, dtype=torch.float64)
+    scores = (largest + offsets).to(torch_dtype)  # (n,)
+    threshold = math.log(info.max)
+    return SoftmaxOverflow(
+        largest=largest,
+        dtype=dtype,
+        scores=scores,
+        naive=naive_softmax(scores).float(),
+        stable=stable_softmax(scores).float(),
+        threshold=threshold,
+        sum_threshold=threshold - torch.logsumexp(offsets, dim=0).item(),
+        exp_largest=torch.tensor(largest, dtype=torch_dtype).exp().item(),
+    )
+
+
+__all__ += [  # notebook 08's public names, added to the list at the top
+    "OVERFLOW_DTYPES",
+    "OVERFLOW_OFFSETS",
+    "SoftmaxOverflow",
+    "softmax_overflow",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 10: what attention costs — memory from tensor sizes, measured time and work,
+# and the chunked (online-softmax) walk over key blocks (article section 1.2)
+# ---------------------------------------------------------------------------
+
+import statistics  # this section's own imports, kept with it
+import time
+from collections.abc import Callable
+from functools import lru_cache
+
+from .chunked import BlockState, chunked_attention_trace, peak_intermediate_bytes
+
+# (scaled_dot_product_attention is imported above, with notebook 07's section.)
+# The dashboard's grids: sequence lengths, query/key widths and key-block sizes.
+COST_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
+COST_D_KS = (16, 32, 64, 128, 256)
+COST_BLOCK_SIZES = tuple(2**i for i in range(12))  # 1 … 2048
+# "naive": attn_lib.scaled_dot_product_attention (scores and weights, both L_q × L_k);
+# "chunked": attn_lib.chunked_attention with every query at once (L_q × block scores);
+# "tiled": the same with query blocks as large as the key blocks (block × block scores).
+MEMORY_METHODS = ("naive", "chunked", "tiled")
+MEMORY_METHOD_LABELS = {
+    "naive": "naive: scores + weights, 2 · L_q · L_k",
+    "chunked": "chunked, all queries: L_q × block",
+    "tiled": "chunked, query blocks too: block × block",
+}
+# The small example the dashboard walks through: one query row, 16 keys of which the first
+# WALK_PADDING are padding (blocked), so a walk in blocks of 1 or 2 starts with a block that
+# has no allowed key at all.
+WALK_L = 16
+WALK_D_K = 8
+WALK_D_V = 4
+WALK_PADDING = 2
+WALK_SEED = 10
+WALK_QUERY_GAIN = 1.5  # sharpens the row a little, so the running max has something to do
+
+
+def format_bytes(n: float) -> str:
+    """A byte count in binary units with 1 decimal: '512.0 MiB', '3.3 KiB', '292 B'."""
+    n = float(n)
+    if n < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024.0
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _log_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of log y against log x (a power law y ∝ x^p has slope p)."""
+    lx = torch.tensor([math.log(v) for v in x], dtype=torch.float64)
+    ly = torch.tensor([math.log(v) for v in y], dtype=torch.float64)
+    if lx.numel() < 2:
+        raise ValueError("a slope needs at least two points.")
+    dx = lx - lx.mean()
+    return float((dx * (ly - ly.mean())).sum() / (dx * dx).sum())
+
+
+@dataclass(frozen=True)
+class MemoryTable:
+    """Peak intermediate bytes of the three methods over many lengths (self-attention).
+
+    Computed with :func:`attn_lib.chunked.peak_intermediate_bytes` (tensor sizes, not a
+    measurement), one sequence (B = 1), L_q = L_k = L, d_v = d_k.
+
+    Attributes:
+        lengths: (n,) int64, the L values.
+        d_k, d_v, block_size: the widths and the key-block size asked for (each method
+            uses min(block_size, L)).
+        dtype: the inputs' dtype.
+        naive, chunked, tiled: (n,) float64 bytes of each method (see MEMORY_METHODS).
+    """
+
+    lengths: torch.Tensor
+    d_k: int
+    d_v: int
+    block_size: int
+    dtype: torch.dtype
+    naive: torch.Tensor
+    chunked: torch.Tensor
+    tiled: torch.Tensor
+
+    def bytes(self, method: str) -> torch.Tensor:
+        """(n,) bytes of one method."""
+        return getattr(self, _choice("method", method, MEMORY_METHODS))
+
+    def slope(self, method: str, min_length: int = 1) -> float:
+        """Log-log slope of a method's bytes against L, over the lengths ≥ ``min_length``."""
+        keep = self.lengths >= min_length
+        return _log_slope(self.lengths[keep].tolist(), self.bytes(method)[keep].tolist())
+
+
+def memory_table(
+    lengths: Sequence[int],
+    d_k: int = 64,
+    block_size: int = 512,
+    *,
+    d_v: int | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> MemoryTable:
+    """Bytes each method holds at once in self-attention, for each sequence length L.
+
+    * naive (``scaled_dot_product_attention``): scores and weights, 2·L² numbers — grows
+      as L², whatever d_k;
+    * chunked (``chunked_attention``, all queries at once): one (L, block) block of scores
+      plus per-query accumulators — grows as L (the L_q side), not with L_k;
+    * tiled (``chunked_attention(..., query_block_size=block_size)``): one (block, block)
+      tile plus accumulators for one query block — flat once L ≥ block.
+
+    Args:
+        lengths: (n,) sequence lengths L ≥ 1.
+        d_k: query/key width; d_v: value width (default d_k).
+        block_size: keys per block (and queries per block for "tiled").
+        dtype: the inputs' dtype (float32: 4 bytes a number).
+
+    Returns:
+        :class:`MemoryTable`.
+
+    Raises:
+        ShapeError: an empty list or a size < 1. TypeError / ValueError: as
+            peak_intermediate_bytes.
+
+    Source: attn_lib.chunked.peak_intermediate_bytes; Rabe & Staats 2021; Dao et al. 2022.
+    """
+    Ls = _dims("lengths", lengths)
+    d_k = _dim("d_k", d_k)
+    d_v = d_k if d_v is None else _dim("d_v", d_v)
+    block_size = _dim("block_size", block_size)
+
+    def column(**kwargs: object) -> torch.Tensor:
+        sizes = [
+            peak_intermediate_bytes(L, L, d_k, d_v, block_size=block_size, dtype=dtype, **kwargs)
+            for L in Ls
+        ]
+        return torch.tensor(sizes, dtype=torch.float64)
+
+    return MemoryTable(
+        lengths=torch.tensor(Ls),
+        d_k=d_k,
+        d_v=d_v,
+        block_size=block_size,
+        dtype=dtype,
+        naive=column(method="naive"),
+        chunked=column(method="chunked"),
+        tiled=column(method="chunked", query_block_size=block_size),
+    )
+
+
+def walk_block_size(L: int, block_size: int) -> int:
+    """The block size of the 16-key walk that mirrors a setting's number of key blocks.
+
+    A setting with L keys in blocks of ``block_size`` has ceil(L / block_size) blocks; the
+    walk shows the same number of blocks over its WALK_L = 16 keys, capped at 16 blocks of
+    one key: ``ceil(16 / min(16, n_blocks))``.
+
+    Raises:
+        ShapeError: L or block_size < 1.
+    """
+    L, block_size = _dim("L", L), _dim("block_size", block_size)
+    n_blocks = min(WALK_L, -(-L // min(block_size, L)))
+    return -(-WALK_L // n_blocks)
+
+
+@dataclass(frozen=True)
+class MemorySetting:
+    """One setting of the chunked-attention dashboard: memory at L and over all lengths.
+
+    Attributes:
+        L, d_k: the sequence length and the query/key width (d_v = d_k).
+        block_size: the key-block size asked for; block: the one used, min(block_size, L).
+        n_blocks: ceil(L / block), key blocks per query row.
+        table: :func:`memory_table` over COST_LENGTHS for this d_k and block size.
+        at: method → bytes at L (ints).
+        walk_block: the walk's block size, :func:`walk_block_size`.
+    """
+
+    L: int
+    d_k: int
+    block_size: int
+    block: int
+    n_blocks: int
+    table: MemoryTable
+    at: dict[str, int]
+    walk_block: int
+
+    @property
+    def title(self) -> str:
+        clipped = f" (asked {self.block_size}, clipped to L)" if self.block != self.block_size else ""
+        return (f"L = {self.L}, d_k = d_v = {self.d_k}, key block = {self.block}{clipped}: "
+                f"{self.n_blocks} block{'s' if self.n_blocks > 1 else ''} per query row")  # fmt: skip
+
+
+def memory_setting(L: int = 4096, d_k: int = 64, block_size: int = 512) -> MemorySetting:
+    """Memory of the three methods at one (L, d_k, block size), float32, one sequence.
+
+    Args:
+        L: one of COST_LENGTHS. d_k: one of COST_D_KS. block_size: one of COST_BLOCK_SIZES
+            (used as min(block_size, L)).
+
+    Returns:
+        :class:`MemorySetting` (cached: the same arguments return the same object).
+
+    Raises:
+        ValueError: a value outside the dashboard's grids. TypeError: not an int.
+
+    Source: attn_lib.chunked.peak_intermediate_bytes.
+    """
+    for name, value, grid in (("L", L, COST_LENGTHS), ("d_k", d_k, COST_D_KS),
+                              ("block_size", block_size, COST_BLOCK_SIZES)):  # fmt: skip
+        _int(name, value, 1)
+        if value not in grid:
+            raise ValueError(f"{name} must be one of {grid}, got {value}.")
+    return _memory_setting(int(L), int(d_k), int(block_size))
+
+
+@lru_cache(maxsize=512)
+def _memory_setting(L: int, d_k: int, block_size: int) -> MemorySetting:
+    table = memory_table(COST_LENGTHS, d_k, block_size)
+    i = COST_LENGTHS.index(L)
+    block = min(block_size, L)
+    return MemorySetting(
+        L=L,
+        d_k=d_k,
+        block_size=block_size,
+        block=block,
+        n_blocks=-(-L // block),
+        table=table,
+        at={m: int(table.bytes(m)[i]) for m in MEMORY_METHODS},
+        walk_block=walk_block_size(L, block_size),
+    )
+
+
+@dataclass(frozen=True)
+class WalkExample:
+    """The dashboard's small example: one query row against 16 keys, the first 2 padding.
+
+    Attributes:
+        query: (d_k,) float32. keys: (16, d_k). values: (16, d_v). keep: (16,) bool,
+            False at the padded keys.
+        scores: (16,) the scaled scores q·k_j / √d_k, -inf at blocked keys.
+        weights: (16,) softmax of the scores (0 at blocked keys).
+        output: (d_v,) weights @ values, from attn_lib.scaled_dot_product_attention.
+    """
+
+    query: torch.Tensor
+    keys: torch.Tensor
+    values: torch.Tensor
+    keep: torch.Tensor
+    scores: torch.Tensor
+    weights: torch.Tensor
+    output: torch.Tensor
+
+
+@lru_cache(maxsize=1)
+def _walk_example() -> WalkExample:
+    g = _generator(WALK_SEED)
+    query = torch.randn(WALK_D_K, generator=g) * WALK_QUERY_GAIN  # (d_k,)
+    keys = torch.randn(WALK_L, WALK_D_K, generator=g)  # (L_k, d_k)
+    values = torch.randn(WALK_L, WALK_D_V, generator=g)  # (L_k, d_v)
+    keep = torch.arange(WALK_L) >= WALK_PADDING  # (L_k,): left padding
+    out, w = scaled_dot_product_attention(query[None], keys, values, keep[None])  # (1, d_v), (1, L_k)
+    scores = (keys @ query / math.sqrt(WALK_D_K)).masked_fill(~keep, -math.inf)  # (L_k,)
+    return WalkExample(query, keys, values, keep, scores, w[0], out[0])
+
+
+def walk_example() -> WalkExample:
+    """The seeded example of the dashboard's walk (seed 10; d_k = 8, d_v = 4; copies).
+
+    Source: this series (notebook 10).
+    """
+    ex = _walk_example()
+    return WalkExample(*(t.clone() for t in (ex.query, ex.keys, ex.values, ex.keep, ex.scores,
+                                             ex.weights, ex.output)))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class OnlineSoftmaxWalk:
+    """The online softmax of the walk example's query row, one key block at a time.
+
+    Attributes:
+        block_size: keys per block.
+        example: the :class:`WalkExample`.
+        states: one :class:`attn_lib.chunked.BlockState` per key block, from
+            :func:`attn_lib.chunked.chunked_attention_trace` (the library's own recurrence).
+        gaps: (n_blocks,) float32, max |running output − final output| after each block.
+    """
+
+    block_size: int
+    example: WalkExample
+    states: tuple[BlockState, ...]
+    gaps: torch.Tensor
+
+    @property
+    def n_steps(self) -> int:
+        """Number of key blocks (steps of the walk)."""
+        return len(self.states)
+
+    def l_before(self, step: int) -> float:
+        """The running sum l before block ``step`` (0 before the first block)."""
+        return 0.0 if step == 0 else self.states[step - 1].l
+
+    def acc_before(self, step: int) -> torch.Tensor:
+        """The running (unnormalised) output before block ``step`` ((d_v,) zeros at first)."""
+        return torch.zeros(WALK_D_V) if step == 0 else self.states[step - 1].acc
+
+
+def online_softmax_walk(block_size: int) -> OnlineSoftmaxWalk:
+    """Trace the walk example's online softmax with keys in blocks of ``block_size``.
+
+    Args:
+        block_size: keys per block, 1 … 16 (a larger block is one block).
+
+    Returns:
+        :class:`OnlineSoftmaxWalk` (cached: the same block size returns the same object).
+
+    Raises:
+        TypeError: not an int. ValueError: < 1 or > 16.
+
+    Source: attn_lib.chunked.chunked_attention_trace; Milakov & Gimelshein 2018.
+    """
+    block_size = _int("block_size", block_size, 1)
+    if block_size > WALK_L:
+        raise ValueError(f"block_size must be in 1 … {WALK_L}, got {block_size}.")
+    return _online_softmax_walk(block_size)
+
+
+@lru_cache(maxsize=WALK_L)
+def _online_softmax_walk(block_size: int) -> OnlineSoftmaxWalk:
+    ex = _walk_example()
+    states = chunked_attention_trace(ex.query[None], ex.keys, ex.values, ex.keep[None],
+                                     block_size=block_size)  # fmt: skip
+    gaps = torch.stack([(s.output - ex.output).abs().max() for s in states])  # (n_blocks,)
+    return OnlineSoftmaxWalk(block_size, ex, tuple(states), gaps)
+
+
+@dataclass(frozen=True)
+class AttentionTimings:
+    """Wall-clock times of attention implementations against L (see :func:`time_attention`).
+
+    Attributes:
+        methods: the method names, in the order given.
+        lengths: every L attempted (timed or skipped).
+        ms: method → {L: median milliseconds per call}, for the lengths it was timed at.
+        skipped: lengths not timed because the time budget would have been exceeded.
+        seconds: wall time of the whole measurement, warm-up included.
+        threads: torch intra-op threads used. d_k: width of q, k, v. repeats: timed calls
+            per method and length (after one warm-up call).
+    """
+
+    methods: tuple[str, ...]
+    lengths: tuple[int, ...]
+    ms: dict[str, dict[int, float]]
+    skipped: tuple[int, ...]
+    seconds: float
+    threads: int
+    d_k: int
+    repeats: int
+
+    def slope(self, method: str, min_length: int = 512) -> float:
+        """Log-log slope of a method's time against L over its lengths ≥ ``min_length``."""
+        points = {L: t for L, t in self.ms[method].items() if L >= min_length}
+        return _log_slope(list(points), list(points.values()))
+
+    def table(self) -> str:
+        """The times as a text table, one row per length (ms, 2 decimals; '—' = not timed)."""
+        head = f"{'L':>6}" + "".join(f"{m:>12}" for m in self.methods)
+        rows = [head + "   (ms per call, median)"]
+        for L in self.lengths:
+            cells = [self.ms[m].get(L) for m in self.methods]
+            rows.append(f"{L:>6}" + "".join(f"{'—':>12}" if c is None else f"{c:>12.2f}"
+                                            for c in cells))  # fmt: skip
+        return "\n".join(rows)
+
+
+def time_attention(
+    methods: Mapping[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]],
+    lengths: Sequence[int],
+    *,
+    d_k: int = 64,
+    repeats: int = 3,
+    max_length: Mapping[str, int] | None = None,
+    budget_s: float | None = None,
+    budget_from: int = 0,
+    threads: int | None = 1,
+    seed: int = 0,
+) -> AttentionTimings:
+    """Time each method on (1, L, d_k) float32 query, key and value, for each L.
+
+    Protocol: for each L (in the order given), draw q, k, v once (seeded); call every
+    method once to warm up (first-touch allocation, lazy initialisation); then ``repeats``
+    rounds in which every method is called once, interleaved (so that a slow spell of a
+    shared machine hits all methods alike); keep each method's median. Runs under
+    ``torch.no_grad()`` on ``threads`` intra-op threads (restored afterwards).
+
+    With ``budget_s``, a length ≥ ``budget_from`` is skipped (with every longer one) when
+    its predicted cost, the last length's time scaled by (L / L_prev)², would take the
+    total past the budget; shorter lengths are always timed.
+
+    Timings are volatile: they differ on every run and every machine. Show them; never
+    assert them.
+
+    Args:
+        methods: name → fn(q, k, v).
+        lengths: the L values, increasing.
+        d_k: width of q, k and v.
+        repeats: timed calls per method and length.
+        max_length: name → the largest L at which to time that method (default: all).
+        budget_s: total seconds not to exceed, or None.
+        budget_from: the shortest length the budget may skip.
+        threads: torch threads during the measurement, or None to leave it.
+        seed: for q, k, v.
+
+    Returns:
+        :class:`AttentionTimings`.
+
+    Raises:
+        ShapeError / TypeError / ValueError: bad sizes, repeats < 1, an empty ``methods``.
+
+    Source: Python ``time.perf_counter``; torch.utils.benchmark's advice (warm up, repeat,
+        report a median).
+    """
+    if not methods:
+        raise ValueError("give at least one method to time.")
+    Ls = _dims("lengths", lengths)
+    d_k = _dim("d_k", d_k)
+    repeats = _int("repeats", repeats, 1)
+    limits = dict(max_length or {})
+    g = _generator(seed)
+    ms: dict[str, dict[int, float]] = {name: {} for name in methods}
+    skipped: list[int] = []
+    previous_threads = torch.get_num_threads()
+    start = time.perf_counter()
+    last_L, last_s = 0, {}  # the previous length, and each method's seconds per call there
+    try:
+        if threads is not None:
+            torch.set_num_threads(_int("threads", threads, 1))
+        with torch.no_grad():
+            for L in Ls:
+                active = {n: fn for n, fn in methods.items() if L <= limits.get(n, L)}
+                if budget_s is not None and L >= budget_from and last_s:
+                    per_round = sum(last_s.get(n, max(last_s.values())) for n in active)
+                    predicted = per_round * (L / last_L) ** 2 * (repeats + 1)
+                    if time.perf_counter() - start + predicted > budget_s:
+                        skipped.extend(n for n in Ls if n >= L)
+                        break
+                q, k, v = (torch.randn(1, L, d_k, generator=g) for _ in range(3))
+                samples: dict[str, list[float]] = {n: [] for n in active}
+                for round_ in range(repeats + 1):  # round 0 is the warm-up
+                    for name, fn in active.items():
+                        t0 = time.perf_counter()
+                        fn(q, k, v)
+                        if round_:
+                            samples[name].append(time.perf_counter() - t0)
+                for name, t in samples.items():
+                    ms[name][L] = 1000.0 * statistics.median(t)
+                last_L, last_s = L, {n: statistics.median(t) for n, t in samples.items()}
+    finally:
+        torch.set_num_threads(previous_threads)
+    return AttentionTimings(
+        methods=tuple(methods),
+        lengths=tuple(Ls),
+        ms=ms,
+        skipped=tuple(skipped),
+        seconds=time.perf_counter() - start,
+        threads=threads if threads is not None else previous_threads,
+        d_k=d_k,
+        repeats=repeats,
+    )
+
+
+@dataclass(frozen=True)
+class NewTensor:
+    """The largest tensor created while a function ran (see :func:`largest_new_tensor`).
+
+    Attributes:
+        nbytes: bytes of its storage. shape: its shape. op: the ATen operator that made it.
+    """
+
+    nbytes: int
+    shape: tuple[int, ...]
+    op: str
+
+
+def largest_new_tensor(fn: Callable[[], object]) -> NewTensor:
+    """Run ``fn()`` and report the largest tensor any PyTorch operation created inside it.
+
+    Every operator call is intercepted (a ``TorchDispatchMode``) and the storage size of
+    each tensor it returns is recorded; tensors that existed before (the inputs) and
+    views of them do not count. This measures what the code really allocates, as a
+    check of the sizes computed by :func:`attn_lib.chunked.peak_intermediate_bytes`.
+
+    Returns:
+        :class:`NewTensor` (nbytes 0, shape (), op "" if nothing was created).
+
+    Source: torch.utils._python_dispatch.TorchDispatchMode (PyTorch's dispatcher hook).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    best = [NewTensor(0, (), "")]
+
+    class _Largest(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            given = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
+                     if isinstance(t, torch.Tensor)}  # fmt: skip
+            out = func(*args, **kwargs)
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in given:
+                    nbytes = t.untyped_storage().nbytes()
+                    if nbytes > best[0].nbytes:
+                        best[0] = NewTensor(nbytes, tuple(t.shape), str(func))
+            return out
+
+    with torch.no_grad(), _Largest():
+        fn()
+    return best[0]
+
+
+def matmul_flops(fn: Callable[[], object]) -> int:
+    """Run ``fn()`` and count the floating-point operations of its matrix products.
+
+    Uses ``torch.utils.flop_counter.FlopCounterMode``: a product (a × b) @ (b × c) counts
+    2·a·b·c FLOPs (one multiply and one add per multiply-add). Element-wise work — the
+    exponentials, the rescaling of a running sum — is not counted.
+
+    Returns:
+        FLOPs, an int.
+
+    Source: torch.utils.flop_counter.FlopCounterMode.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+__all__ += [  # notebook 10's public names, added to the list at the top
+    "COST_BLOCK_SIZES",
+    "COST_D_KS",
+    "COST_LENGTHS",
+    "MEMORY_METHODS",
+    "MEMORY_METHOD_LABELS",
+    "WALK_L",
+    "WALK_PADDING",
+    "AttentionTimings",
+    "MemorySetting",
+    "MemoryTable",
+    "NewTensor",
+    "OnlineSoftmaxWalk",
+    "WalkExample",
+    "format_bytes",
+    "largest_new_tensor",
+    "matmul_flops",
+    "memory_setting",
+    "memory_table",
+    "online_softmax_walk",
+    "time_attention",
+    "walk_block_size",
+    "walk_example",
+]

@@ -40,7 +40,12 @@ def _lengths_tensor(lengths: torch.Tensor | Sequence[int]) -> torch.Tensor:
         if hasattr(lengths, "dtype"):  # a NumPy array of lengths
             lengths = torch.as_tensor(lengths)
         else:
-            values = list(lengths) if isinstance(lengths, Iterable) else [lengths]
+            if not isinstance(lengths, Iterable):
+                raise TypeError(
+                    f"lengths must be a sequence (B,) of ints, one per sequence, got {lengths!r}; "
+                    f"for one sequence write [{lengths!r}]."
+                )
+            values = list(lengths)
             if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
                 raise TypeError(
                     f"lengths must hold ints (one length per sequence), got {lengths!r}."
@@ -160,40 +165,57 @@ def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
 
 
 def to_multihead_attn_mask(
-    mask: torch.Tensor, *, L_q: int | None = None, num_heads: int = 1
+    mask: torch.Tensor,
+    *,
+    L_q: int | None = None,
+    L_k: int | None = None,
+    num_heads: int = 1,
 ) -> torch.Tensor:
     """Convert a keep-mask to ``nn.MultiheadAttention``'s ``attn_mask`` (True = blocked).
 
+    nn.MultiheadAttention takes an (L_q, L_k) mask shared by the batch, or a
+    (B * num_heads, L_q, L_k) one; it does not broadcast size-1 dims. So a mask with a
+    batch dim of 1 becomes 2-D, and size-1 query or key dims are expanded to ``L_q``
+    and ``L_k``.
+
     Args:
-        mask: keep-mask, (L_q, L_k) or (B, L_q, L_k) or (B, 1, L_k).
-        L_q: the number of queries, needed to expand a (B, 1, L_k) mask.
-        num_heads: nn.MultiheadAttention's num_heads; a 3-D attn_mask there must be
-            (B * num_heads, L_q, L_k).
+        mask: keep-mask, (L_q, L_k), or 3-D (B or 1, L_q or 1, L_k or 1).
+        L_q: the number of queries, needed when the mask's query dim is 1.
+        L_k: the number of keys, needed when the mask's key dim is 1.
+        num_heads: nn.MultiheadAttention's num_heads.
 
     Returns:
         bool (L_q, L_k) or (B * num_heads, L_q, L_k), True where attention is blocked.
 
     Raises:
-        MaskError: a float mask, a rank other than 2 or 3, or a (B, 1, L_k)
-            mask without ``L_q``.
+        MaskError: a float mask, a rank other than 2 or 3, or a size-1 query/key dim
+            without ``L_q`` / ``L_k``.
 
     Source: torch.nn.MultiheadAttention.forward docs (attn_mask).
     """
     keep = as_keep_mask(mask)
-    if keep.dim() == 2:
-        return ~keep
-    if keep.dim() != 3:
+    if keep.dim() not in (2, 3):
         raise MaskError(
             f"nn.MultiheadAttention takes a 2-D (L_q, L_k) or 3-D (B * num_heads, L_q, L_k) "
             f"attn_mask; got a mask of shape {fmt_shape(keep.shape)}."
         )
-    if keep.shape[1] == 1:
-        if L_q is None:
+    sizes = []
+    for dim, (name, n) in zip((-2, -1), (("L_q", L_q), ("L_k", L_k)), strict=True):
+        if keep.shape[dim] == 1 and n is not None:
+            sizes.append(n)
+        elif keep.shape[dim] == 1 and n is None and not (name == "L_q" and keep.dim() == 2):
             raise MaskError(
-                f"mask has shape {fmt_shape(keep.shape)}; nn.MultiheadAttention needs the query "
-                f"dim spelled out, so pass L_q=... (or use to_key_padding_mask for padding)."
+                f"mask has shape {fmt_shape(keep.shape)}; nn.MultiheadAttention does not "
+                f"broadcast, so pass {name}=... to expand its size-1 dim (or use "
+                f"to_key_padding_mask for a (B, 1, L_k) padding mask)."
             )
-        keep = keep.expand(-1, L_q, -1)
+        else:
+            sizes.append(keep.shape[dim])
+    if keep.dim() == 3 and keep.shape[0] == 1:
+        keep = keep[0]  # one mask for the whole batch: MHA's 2-D form
+    keep = keep.expand(*keep.shape[:-2], *sizes)
+    if keep.dim() == 2:
+        return ~keep  # (L_q, L_k)
     return (~keep).repeat_interleave(num_heads, dim=0)  # (B * num_heads, L_q, L_k)
 
 
@@ -260,7 +282,7 @@ def to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch
         TypeError: ``dtype`` is not floating point.
     """
     keep = as_keep_mask(mask)
-    if not dtype.is_floating_point:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating dtype, got {dtype}.")
     zeros = torch.zeros(keep.shape, dtype=dtype, device=keep.device)
     return zeros.masked_fill(~keep, float("-inf"))

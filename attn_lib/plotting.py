@@ -30,15 +30,20 @@ from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 __all__ = [
     "ATTENTION_CMAP",
+    "BIAS_LABELS",
     "MASKED_COLOR",
     "MASKED_MARK",
     "BlitRenderer",
     "HeatmapArtists",
+    "ShapeDiagramLimits",
+    "ShapeWalkthroughView",
+    "TokenQKVView",
     "WeightsRowSumsView",
     "add_mask_legend",
     "draw_attention_heatmap",
@@ -46,8 +51,16 @@ __all__ = [
     "freeze_layout",
     "new_figure",
     "plot_attention",
+    "plot_attention_cost",
     "plot_attention_gallery",
+    "plot_bias_gallery",
+    "plot_shape_gallery",
+    "plot_shape_walkthrough",
+    "plot_token_attention_gallery",
+    "plot_token_qkv",
+    "plot_vectors_2d",
     "plot_weights_and_row_sums",
+    "token_qkv_limits",
     "update_attention_heatmap",
 ]
 
@@ -386,6 +399,7 @@ class WeightsRowSumsView:
         self.fig = fig
         self.L = L
         ax_w, ax_s = fig.subplots(1, 2, width_ratios=[1.35, 1.0])
+        fig.get_layout_engine().set(wspace=0.08)  # room between the colorbar label and the bars
         self.heatmap = draw_attention_heatmap(
             ax_w, np.zeros((L, L)), None, title="attention weights", mask_legend=mask_legend
         )
@@ -545,3 +559,4332 @@ def plot_weights_and_row_sums(
     view = WeightsRowSumsView(fig, result.weights.shape[-1], mask_legend=masked)
     view.update(result)
     return fig
+
+
+# ---------------------------------------------------------------------------
+# Notebook 02: one token's query, key and value, and what a bias does to them
+# ---------------------------------------------------------------------------
+
+# How the series names the four bias settings of attn_lib.experiments.qkv_example.
+BIAS_LABELS = {"none": "no bias", "q": "bias on Q", "k": "bias on K", "v": "bias on V"}
+
+
+class _TokenLike(Protocol):
+    index: int
+    bias: str
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    scores: torch.Tensor
+    weights: torch.Tensor
+    output: torch.Tensor
+
+
+# (field, title, x label, y label, colour); panels in reading order, 2 rows × 3.
+_TOKEN_PANELS = (
+    ("query", "query q_i: what it looks for", "dimension (0 … d_k − 1)", "entry", "tab:blue"),
+    ("key", "key k_i: what it offers", "dimension (0 … d_k − 1)", "entry", "tab:orange"),
+    ("value", "value v_i: what it passes on", "dimension (0 … d_v − 1)", "entry", "tab:green"),
+    ("scores", "scores q_i·k_j / √d_k", "key token j", "score", "0.6"),
+    ("weights", "weights: softmax of the scores", "key token j", "attention weight", "0.6"),
+    ("output", "output_i = Σ_j w_ij v_j", "dimension (0 … d_v − 1)", "entry", "tab:purple"),
+)
+_OTHER_TOKEN_COLOR = "0.6"
+_OWN_TOKEN_COLOR = "0.2"  # the token's own key in the scores and weights panels
+_GHOST = {"fill": False, "edgecolor": "black", "linestyle": "--", "linewidth": 1.0}
+
+
+def _vector(t: torch.Tensor | np.ndarray) -> np.ndarray:
+    return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+
+
+def token_qkv_limits(results: Sequence[_TokenLike]) -> dict[str, tuple[float, float]]:
+    """Shared y limits per field over several results, so that bars compare across settings.
+
+    Args:
+        results: TokenQKV-like objects (e.g. every token × every bias setting).
+
+    Returns:
+        {field: (low, high)} for "query", "key", "value", "scores", "weights", "output":
+        symmetric about 0 with 10 % headroom, except "weights", which starts at 0.
+
+    Raises:
+        ValueError: no results.
+
+    Source: STYLE.md of this series (a dashboard's axes do not jump between settings).
+    """
+    if not results:
+        raise ValueError("give at least one result to compute limits from.")
+    limits = {}
+    for field, *_ in _TOKEN_PANELS:
+        top = max(float(np.abs(_vector(getattr(r, field))).max()) for r in results)
+        top = 1.1 * top if top > 0 else 1.0
+        limits[field] = (0.0, top) if field == "weights" else (-top, top)
+    return limits
+
+
+def _dashed_outline_handles() -> list[Patch]:
+    return [
+        Patch(facecolor=_OTHER_TOKEN_COLOR, label="with the chosen bias"),
+        Patch(**_GHOST, label="without any bias (for comparison)"),
+        Patch(facecolor=_OWN_TOKEN_COLOR, label="the token's own key"),
+    ]
+
+
+class TokenQKVView:
+    """One token's query, key, value, row of scores, weights and output, as bars; updatable.
+
+    Six panels (2 × 3): the token's query q_i (d_k,), key k_i (d_k,) and value v_i
+    (d_v,) on top; its scores (L_k,) and weights (L_k,) over the key tokens and its
+    output (d_v,) below. Each panel shows the current setting as filled bars and the
+    no-bias setting of the same token as dashed outlines, so a bias that changes
+    nothing leaves the bars exactly inside their outlines. The token's own key is
+    drawn darker in the scores and weights panels.
+
+    Args:
+        fig: an empty figure (a plain Figure for a dashboard, a pyplot one for a cell).
+        tokens: the L_k token labels.
+        d_k, d_v: widths of query/key and of value/output.
+        limits: y limits per field (see :func:`token_qkv_limits`); None: set by the
+            first :meth:`update`.
+
+    Source: article section 2.1 (Q, K, V); torch.nn.Linear (bias=True by default).
+    """
+
+    def __init__(
+        self,
+        fig: Figure,
+        tokens: Sequence[str],
+        d_k: int,
+        d_v: int,
+        *,
+        limits: dict[str, tuple[float, float]] | None = None,
+    ) -> None:
+        self.fig = fig
+        self.tokens = [str(t) for t in tokens]
+        self.limits = limits
+        axes = fig.subplots(2, 3)
+        widths = {"query": d_k, "key": d_k, "value": d_v, "output": d_v}
+        self.axes: dict[str, Axes] = {}
+        self.bars: dict[str, BarContainer] = {}
+        self.ghosts: dict[str, BarContainer] = {}
+        for ax, (field, title, xlabel, ylabel, color) in zip(
+            axes.flat, _TOKEN_PANELS, strict=True
+        ):
+            n = widths.get(field, len(self.tokens))
+            positions = np.arange(n)
+            self.bars[field] = ax.bar(positions, np.zeros(n), width=0.7, color=color)
+            self.ghosts[field] = ax.bar(positions, np.zeros(n), width=0.7, **_GHOST)
+            ax.axhline(0.0, color="black", linewidth=0.8)
+            if field in ("scores", "weights"):
+                ax.set_xticks(positions, self.tokens, rotation=30, ha="right")
+            else:
+                ax.set_xticks(positions, [str(p) for p in positions])
+            ax.set_xlim(-0.6, n - 0.4)
+            ax.set_title(title, fontsize=11)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            self.axes[field] = ax
+        self.weight_texts = [
+            self.axes["weights"].text(j, 0.0, "", ha="center", va="bottom", fontsize=8)
+            for j in range(len(self.tokens))
+        ]
+        self.legend = fig.legend(
+            handles=_dashed_outline_handles(), loc="outside lower center", ncols=3,
+            frameon=False, fontsize=10,
+        )  # fmt: skip
+        self.suptitle = fig.suptitle("")
+        if limits is not None:
+            self._set_limits(limits)
+
+    def _set_limits(self, limits: dict[str, tuple[float, float]]) -> None:
+        for field, ax in self.axes.items():
+            ax.set_ylim(*limits[field])
+        self.limits = limits
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order."""
+        artists: list[Artist] = []
+        for field in self.axes:
+            artists += [*self.bars[field].patches, *self.ghosts[field].patches]
+            artists += self.axes[field].lines  # the zero line stays on top of the bars
+        return [*artists, *self.weight_texts, self.suptitle]
+
+    def update(self, result: _TokenLike, reference: _TokenLike) -> None:
+        """Show ``result`` as filled bars and ``reference`` (no bias) as dashed outlines."""
+        if self.limits is None:
+            self._set_limits(token_qkv_limits([result, reference]))
+        i = result.index
+        for field in self.axes:
+            values, ghost = _vector(getattr(result, field)), _vector(getattr(reference, field))
+            for j, (bar, outline) in enumerate(
+                zip(self.bars[field].patches, self.ghosts[field].patches, strict=True)
+            ):
+                bar.set_height(float(values[j]))
+                outline.set_height(float(ghost[j]))
+                if field in ("scores", "weights"):
+                    bar.set_facecolor(_OWN_TOKEN_COLOR if j == i else _OTHER_TOKEN_COLOR)
+        weights, plain = _vector(result.weights), _vector(reference.weights)
+        pad = 0.01 * self.limits["weights"][1]
+        for j, text in enumerate(self.weight_texts):
+            text.set_text(f"{weights[j]:.2f}")
+            text.set_y(max(float(weights[j]), float(plain[j])) + pad)
+        dw = float(np.abs(weights - plain).max())
+        dout = float(np.abs(_vector(result.output) - _vector(reference.output)).max())
+        head = f"Token '{self.tokens[i]}' (position {i}), {BIAS_LABELS[result.bias]}"
+        if result.bias == "none":
+            self.suptitle.set_text(f"{head}: the filled bars fill the outlines exactly")
+        else:
+            self.suptitle.set_text(
+                f"{head}: weights change by ≤ {dw:.4f}, output by ≤ {dout:.4f}"
+            )
+
+
+def plot_token_qkv(
+    result: _TokenLike,
+    reference: _TokenLike,
+    tokens: Sequence[str],
+    *,
+    limits: dict[str, tuple[float, float]] | None = None,
+    figsize: tuple[float, float] = (10.5, 6.4),
+) -> Figure:
+    """A static pyplot rendering of :class:`TokenQKVView` (end the cell with ``plt.show()``).
+
+    Args:
+        result: e.g. ``attn_lib.experiments.token_qkv(x, i, bias)``.
+        reference: the same token with ``bias="none"``.
+        tokens: the L_k token labels.
+        limits: y limits per field, default from these two results.
+        figsize: inches.
+
+    Returns:
+        The pyplot figure.
+
+    Source: article section 2.1.
+    """
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    view = TokenQKVView(fig, tokens, len(result.query), len(result.value), limits=limits)
+    view.update(result, reference)
+    return fig
+
+
+def plot_bias_gallery(
+    results: Sequence[_TokenLike],
+    reference: _TokenLike,
+    tokens: Sequence[str],
+    *,
+    panel_size: float = 2.7,
+) -> Figure:
+    """One token under several bias settings: its weights (top row) and output (bottom row).
+
+    Each panel shows the setting as filled bars and the no-bias ``reference`` as
+    dashed outlines; its title gives the largest change against the reference.
+
+    Args:
+        results: TokenQKV-like objects of the same token (e.g. one per bias setting).
+        reference: the same token with no bias.
+        tokens: the L_k token labels.
+        panel_size: width of one panel in inches.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no results, or results of another token than the reference.
+
+    Source: article section 2.1; torch.nn.Linear (bias=True by default).
+    """
+    if not results:
+        raise ValueError("give at least one result.")
+    if any(r.index != reference.index for r in results):
+        raise ValueError("every result must be of the same token as the reference.")
+    n = len(results)
+    limits = token_qkv_limits([*results, reference])
+    fig, axes = plt.subplots(
+        2, n, figsize=(panel_size * n + 0.6, 2 * panel_size + 1.0), layout="constrained",
+        squeeze=False, sharey="row",
+    )  # fmt: skip
+    labels = [str(t) for t in tokens]
+    i = reference.index
+    for col, result in enumerate(results):
+        for row, field in enumerate(("weights", "output")):
+            ax = axes[row][col]
+            values, ghost = _vector(getattr(result, field)), _vector(getattr(reference, field))
+            positions = np.arange(len(values))
+            if field == "weights":
+                colors = [_OTHER_TOKEN_COLOR] * len(values)
+                colors[i] = _OWN_TOKEN_COLOR
+            else:
+                colors = ["tab:purple"] * len(values)
+            ax.bar(positions, values, width=0.7, color=colors)
+            ax.bar(positions, ghost, width=0.7, **_GHOST)
+            ax.axhline(0.0, color="black", linewidth=0.8)
+            ax.set_ylim(*limits[field])
+            change = float(np.abs(values - ghost).max())
+            if field == "weights":
+                ax.set_xticks(positions, labels, rotation=45, ha="right", fontsize=9)
+                ax.set_title(
+                    f"{BIAS_LABELS[result.bias]}\nweights change by ≤ {change:.4f}", fontsize=10
+                )
+                ax.set_xlabel("key token j")
+            else:
+                ax.set_xticks(positions, [str(p) for p in positions], fontsize=9)
+                ax.set_title(f"output changes by ≤ {change:.4f}", fontsize=10)
+                ax.set_xlabel("dimension of the output")
+    axes[0][0].set_ylabel("attention weight")
+    axes[1][0].set_ylabel("output entry")
+    fig.legend(
+        handles=_dashed_outline_handles(), loc="outside lower center", ncols=3, frameon=False,
+        fontsize=10,
+    )  # fmt: skip
+    fig.suptitle(f"Token '{labels[i]}' (position {i}) under each bias setting")
+    return fig
+
+
+def plot_token_attention_gallery(
+    panels: Sequence[tuple[torch.Tensor | np.ndarray, str]],
+    tokens: Sequence[str],
+    *,
+    suptitle: str | None = None,
+    panel_size: float = 4.0,
+) -> Figure:
+    """Heatmaps of (L, L) weights side by side, tokens on both axes, one 0–1 colorbar.
+
+    Args:
+        panels: (weights (L, L), title) per panel; self-attention, so queries and
+            keys are the same tokens.
+        tokens: the L token labels.
+        suptitle: a title over all panels.
+        panel_size: width of one panel in inches.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no panels, or weights whose shape does not match the tokens.
+
+    Source: STYLE.md of this series (queries on y, keys on x, one colormap, 0–1).
+    """
+    if not panels:
+        raise ValueError("give at least one panel.")
+    n = len(panels)
+    fig, axes = plt.subplots(
+        1, n, figsize=(panel_size * n + 1.0, panel_size + 0.6), layout="constrained",
+        squeeze=False,
+    )  # fmt: skip
+    drawn = []
+    for ax, (weights, title) in zip(axes[0], panels, strict=True):
+        heatmap = draw_attention_heatmap(
+            ax, weights, None, query_labels=tokens, key_labels=tokens, title=title,
+            colorbar=False, mask_legend=False,
+        )  # fmt: skip
+        drawn.append(heatmap)
+        ax.set_xlabel("key token j (attended to)")
+        ax.set_ylabel("query token i (attending)")
+        plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
+        for row in drawn[-1].texts:
+            for text in row:
+                text.set_fontsize(8)
+    cbar = fig.colorbar(drawn[0].image, ax=list(axes[0]), fraction=0.03, pad=0.02)
+    cbar.set_label("attention weight (0 to 1)")
+    cbar.set_ticks(_CBAR_TICKS)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+def plot_vectors_2d(
+    x: torch.Tensor | np.ndarray,
+    labels: Sequence[str],
+    *,
+    title: str = "token vectors",
+    figsize: tuple[float, float] = (6.0, 2.6),
+) -> Figure:
+    """Draw (L, 2) token vectors as labelled arrows from the origin.
+
+    Args:
+        x: (L, 2) vectors, one per token.
+        labels: the L token labels.
+        title: axes title.
+        figsize: inches.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: x not (L, 2), or a label count that differs from L.
+
+    Source: a picture for article section 2.1 (scoring x against x).
+    """
+    a = _vector(x)
+    if a.ndim != 2 or a.shape[1] != 2:
+        raise ValueError(f"x must be (L, 2), got shape {a.shape}.")
+    labels = _labels(labels, a.shape[0])
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    handles = []
+    for k, ((u, v), label) in enumerate(zip(a, labels, strict=True)):
+        color = colors[k % len(colors)]
+        ax.annotate(
+            "", xy=(u, v), xytext=(0, 0),
+            arrowprops={"arrowstyle": "-|>", "color": color, "linewidth": 2},
+        )  # fmt: skip
+        # Labels go in a legend: next to the tips they would sit on each other's arrows.
+        handles.append(Line2D([], [], color=color, linewidth=2, label=f"{label} ({u:g}, {v:g})"))
+    ax.legend(handles=handles, loc="upper left", fontsize=10)
+    span = float(np.abs(a).max())
+    lo, hi = np.minimum(a.min(axis=0), 0.0), np.maximum(a.max(axis=0), 0.0)
+    ax.set_xlim(lo[0] - 0.1 * span, hi[0] + 0.1 * span)
+    ax.set_ylim(lo[1] - 0.1 * span, hi[1] + 0.3 * span)  # room for the legend
+    ax.set_aspect("equal")
+    ax.set_xlabel("feature 0")
+    ax.set_ylabel("feature 1")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# Notebooks 00 and 01: softmax bars, the library retrieval, path lengths and pair counts
+# ---------------------------------------------------------------------------
+
+from matplotlib import colormaps
+
+from .experiments import PairCounts, PathLengths
+
+_WEIGHT_COLORS = colormaps[ATTENTION_CMAP]  # bars of attention weights share the heatmaps' colours
+_INSIDE_BAR_ABOVE = 0.45  # a weight bar longer than this carries its number inside
+
+
+def _weight_color(w: float) -> tuple[float, float, float, float]:
+    """The colour a weight w ∈ [0, 1] gets in every heatmap of the series."""
+    return _WEIGHT_COLORS(min(max(float(w), 0.0), 1.0))
+
+
+def _as_numpy_1d(t: torch.Tensor | np.ndarray | Sequence[float], name: str, n: int) -> np.ndarray:
+    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, dtype=float)
+    if a.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {a.shape}.")
+    return a
+
+
+class SoftmaxBarsView:
+    """One row of softmax weights as vertical bars on a fixed 0–1 axis, updatable in place.
+
+    Each bar is coloured by its weight with :data:`ATTENTION_CMAP` (the heatmaps' colours)
+    and labelled with the weight (2 decimals). Used by notebook 00's widget check.
+
+    Args:
+        ax: the axes to draw on.
+        labels: one x tick label per key (L_k labels).
+        ylabel: the y axis label; None for none.
+
+    Source: STYLE.md of this series (one colormap for attention weights, 0–1 scale).
+    """
+
+    def __init__(
+        self, ax: Axes, labels: Sequence[str], *, ylabel: str | None = "attention weight (0 to 1)"
+    ) -> None:
+        self.ax = ax
+        self.n = len(labels)
+        x = np.arange(self.n)
+        self.bars: BarContainer = ax.bar(x, np.zeros(self.n), width=0.65, edgecolor="0.3")
+        ax.set_xticks(x, [str(s) for s in labels])
+        ax.set_ylim(0.0, 1.12)
+        ax.set_yticks([0.0, 0.25, 0.5, 0.75, 1.0])
+        if ylabel:
+            ax.set_ylabel(ylabel)
+        self.texts = [ax.text(i, 0.0, "", ha="center", va="bottom", fontsize=10) for i in x]
+        self.title = ax.set_title("")
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order."""
+        return [*self.bars.patches, *self.ax.spines.values(), *self.texts, self.title]
+
+    def update(self, weights: torch.Tensor | np.ndarray | Sequence[float], title: str) -> None:
+        """Show weights (L_k,), each in [0, 1], under a new title.
+
+        Raises:
+            ValueError: weights not of shape (L_k,).
+        """
+        w = _as_numpy_1d(weights, "weights", self.n)
+        for bar, text, wi in zip(self.bars.patches, self.texts, w, strict=True):
+            bar.set_height(float(wi))
+            bar.set_facecolor(_weight_color(wi))
+            text.set_position((bar.get_x() + bar.get_width() / 2, float(wi) + 0.015))
+            text.set_text(f"{wi:.2f}")
+        self.title.set_text(title)
+
+
+def plot_softmax_bars_gallery(
+    panels: Sequence[tuple[torch.Tensor | np.ndarray, str]],
+    labels: Sequence[str],
+    *,
+    suptitle: str | None = None,
+    panel_size: tuple[float, float] = (2.9, 2.7),
+) -> Figure:
+    """Several rows of softmax weights side by side, as :class:`SoftmaxBarsView` draws them.
+
+    Args:
+        panels: (weights (L_k,), title) per panel.
+        labels: the L_k key labels, shared by all panels.
+        suptitle: a title over all panels.
+        panel_size: (width, height) of one panel in inches.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no panels, or weights of the wrong shape.
+
+    Source: STYLE.md of this series.
+    """
+    if not panels:
+        raise ValueError("give at least one panel.")
+    n = len(panels)
+    fig, axes = plt.subplots(
+        1, n, figsize=(panel_size[0] * n, panel_size[1]), layout="constrained", squeeze=False
+    )
+    for i, (ax, (weights, title)) in enumerate(zip(axes[0], panels, strict=True)):
+        view = SoftmaxBarsView(ax, labels, ylabel="attention weight (0 to 1)" if i == 0 else None)
+        view.update(weights, title)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+class RetrievalView:
+    """Notebook 01's library search in three panels, updatable in place.
+
+    1. the relevance score q·k of every book (horizontal bars, book titles on the y axis);
+    2. its weight softmax(score / T) (bars coloured with :data:`ATTENTION_CMAP`, 0–1 axis);
+    3. the blended value Σ_j weight_j · value_j over the value features (vertical bars).
+
+    Args:
+        fig: an empty figure (a ``Figure`` from :func:`new_figure` for a dashboard, or a
+            pyplot figure for a static cell).
+        titles: the n_books book titles.
+        value_features: the d_v names of the value columns.
+        score_limit: the score axis runs from −score_limit to +score_limit.
+
+    Source: article section 1.1 (the library) and 2.1 (query, key, value).
+    """
+
+    def __init__(
+        self,
+        fig: Figure,
+        titles: Sequence[str],
+        value_features: Sequence[str],
+        *,
+        score_limit: float = 2.0,
+    ) -> None:
+        self.fig = fig
+        self.n_books, self.d_v = len(titles), len(value_features)
+        ax_s, ax_w, ax_v = fig.subplots(1, 3, width_ratios=[1.0, 1.0, 1.05])
+        y = np.arange(self.n_books)
+        zeros = np.zeros(self.n_books)
+
+        self.score_bars: BarContainer = ax_s.barh(y, zeros, height=0.6, color="0.6")
+        ax_s.axvline(0.0, color="black", linewidth=0.8)
+        ax_s.set_xlim(-score_limit, score_limit)
+        ax_s.set_yticks(y, [str(t) for t in titles])
+        ax_s.set_ylim(self.n_books - 0.5, -0.5)  # first book at the top
+        ax_s.set_xlabel("score q·k (dimensionless)")
+        ax_s.set_title("1 · relevance score q·k")
+        # Each score is written on the other side of the zero line from its bar.
+        self.score_texts = [ax_s.text(0.0, i, "", va="center", fontsize=9) for i in y]
+
+        self.weight_bars: BarContainer = ax_w.barh(y, zeros, height=0.6, edgecolor="0.3")
+        ax_w.set_xlim(0.0, 1.0)
+        ax_w.set_xticks([0.0, 0.25, 0.5, 0.75, 1.0])
+        ax_w.set_yticks(y, [""] * self.n_books)
+        ax_w.set_ylim(self.n_books - 0.5, -0.5)
+        ax_w.set_xlabel("weight (0 to 1; the weights sum to 1)")
+        ax_w.set_title("2 · weight = softmax(score / T)")
+        self.weight_texts = [ax_w.text(0.0, i, "", va="center", fontsize=9) for i in y]
+
+        x = np.arange(self.d_v)
+        self.value_bars: BarContainer = ax_v.bar(x, np.zeros(self.d_v), width=0.65, color="C1")
+        ax_v.set_xticks(x, [str(f) for f in value_features], rotation=30, ha="right")
+        ax_v.set_ylim(0.0, 1.0)
+        ax_v.set_ylabel("share of the blend")
+        ax_v.set_title("3 · blend = Σ weight × value")
+        self.value_texts = [ax_v.text(i, 0.0, "", ha="center", va="bottom", fontsize=9) for i in x]
+
+        self.axes = (ax_s, ax_w, ax_v)
+        self.suptitle = fig.suptitle("")
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order."""
+        spines = [s for ax in self.axes for s in ax.spines.values()]
+        return [
+            *self.score_bars.patches, *self.weight_bars.patches, *self.value_bars.patches,
+            *spines, *self.score_texts, *self.weight_texts, *self.value_texts, self.suptitle,
+        ]  # fmt: skip
+
+    def update(
+        self,
+        scores: torch.Tensor | np.ndarray,
+        weights: torch.Tensor | np.ndarray,
+        blended: torch.Tensor | np.ndarray,
+        title: str,
+    ) -> None:
+        """Show scores (n_books,), weights (n_books,) and blended (d_v,) under a title.
+
+        Raises:
+            ValueError: a vector of the wrong length.
+        """
+        s = _as_numpy_1d(scores, "scores", self.n_books)
+        w = _as_numpy_1d(weights, "weights", self.n_books)
+        v = _as_numpy_1d(blended, "blended", self.d_v)
+        pad = 0.04 * self.axes[0].get_xlim()[1]
+        for bar, text, si in zip(self.score_bars.patches, self.score_texts, s, strict=True):
+            bar.set_width(float(si))
+            text.set_text(f"{si:.2f}")
+            text.set_x(-pad if si >= 0 else pad)
+            text.set_horizontalalignment("right" if si >= 0 else "left")
+        for bar, text, wi in zip(self.weight_bars.patches, self.weight_texts, w, strict=True):
+            bar.set_width(float(wi))
+            bar.set_facecolor(_weight_color(wi))
+            inside = wi > _INSIDE_BAR_ABOVE
+            text.set_text(f"{wi:.2f}")
+            text.set_x(float(wi) - 0.02 if inside else float(wi) + 0.02)
+            text.set_horizontalalignment("right" if inside else "left")
+            text.set_color("black" if not inside or wi >= _TEXT_DARK_BELOW else "white")
+        for bar, text, vi in zip(self.value_bars.patches, self.value_texts, v, strict=True):
+            bar.set_height(float(vi))
+            text.set_y(float(vi) + 0.01)
+            text.set_text(f"{vi:.2f}")
+        self.suptitle.set_text(title)
+
+
+def plot_retrieval(
+    scores: torch.Tensor,
+    weights: torch.Tensor,
+    blended: torch.Tensor,
+    *,
+    titles: Sequence[str],
+    value_features: Sequence[str],
+    title: str,
+    figsize: tuple[float, float] = (11.0, 3.8),
+) -> Figure:
+    """A static pyplot rendering of :class:`RetrievalView` (what the dashboard shows).
+
+    Args:
+        scores, weights: (n_books,). blended: (d_v,). titles: n_books book titles.
+        value_features: d_v names. title: the figure's title. figsize: inches.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: article section 1.1.
+    """
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    RetrievalView(fig, titles, value_features).update(scores, weights, blended, title)
+    return fig
+
+
+def plot_retrieval_gallery(
+    panels: Sequence[tuple[torch.Tensor, torch.Tensor, str]],
+    *,
+    titles: Sequence[str],
+    value_features: Sequence[str],
+    suptitle: str | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
+    """Weights (top row) and blended values (bottom row) for several settings, side by side.
+
+    Args:
+        panels: (weights (n_books,), blended (d_v,), title) per column.
+        titles: the n_books book titles (y tick labels of the first column).
+        value_features: the d_v value names.
+        suptitle: a title over all panels.
+        figsize: inches; default 3.4 per column (plus room for the titles) by 5.4.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no panels, or vectors of the wrong length.
+
+    Source: article section 1.1 ("take the best, skim the close ones").
+    """
+    if not panels:
+        raise ValueError("give at least one panel.")
+    n, n_books, d_v = len(panels), len(titles), len(value_features)
+    fig, axes = plt.subplots(
+        2,
+        n,
+        figsize=figsize or (3.4 * n + 1.8, 5.4),
+        layout="constrained",
+        squeeze=False,
+        height_ratios=[1.25, 1.0],
+    )
+    y, x = np.arange(n_books), np.arange(d_v)
+    for col, (weights, blended, title) in enumerate(panels):
+        w = _as_numpy_1d(weights, "weights", n_books)
+        v = _as_numpy_1d(blended, "blended", d_v)
+        ax_w, ax_v = axes[0][col], axes[1][col]
+        ax_w.barh(y, w, height=0.6, color=[_weight_color(wi) for wi in w], edgecolor="0.3")
+        for i, wi in enumerate(w):
+            ax_w.text(min(wi + 0.02, 0.8), i, f"{wi:.2f}", va="center", fontsize=9)
+        ax_w.set_xlim(0.0, 1.0)
+        ax_w.set_xticks([0.0, 0.5, 1.0])
+        ax_w.set_ylim(n_books - 0.5, -0.5)
+        ax_w.set_yticks(y, [str(t) for t in titles] if col == 0 else [""] * n_books)
+        ax_w.set_xlabel("weight (0 to 1)")
+        ax_w.set_title(title)
+        ax_v.bar(x, v, width=0.65, color="C1")
+        for j, vj in enumerate(v):
+            ax_v.text(j, vj + 0.01, f"{vj:.2f}", ha="center", va="bottom", fontsize=8)
+        ax_v.set_ylim(0.0, 1.0)
+        ax_v.set_xticks(x, [str(f) for f in value_features], rotation=35, ha="right")
+        ax_v.set_ylabel("share of the blend" if col == 0 else "")
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+def plot_path_lengths_and_pairs(
+    paths: Sequence[PathLengths],
+    pairs: PairCounts,
+    *,
+    figsize: tuple[float, float] = (10.0, 3.9),
+) -> Figure:
+    """Left: path length against distance |i − j|; right: L² pairs against L, log-log.
+
+    Args:
+        paths: results of :func:`attn_lib.experiments.path_lengths` (one per kernel size k,
+            same L): distance, recurrent, convolution, self_attention (L − 1,) and kernel_size.
+        pairs: a result of :func:`attn_lib.experiments.pair_counts`: L, self_attention (L²)
+            and recurrent (L), each (n,).
+        figsize: inches.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no paths.
+
+    Source: Vaswani et al. 2017, Table 1 (maximum path lengths); article section 1.2.
+    """
+    if not paths:
+        raise ValueError("give at least one PathLengths result.")
+    fig, (ax_p, ax_c) = plt.subplots(1, 2, figsize=figsize, layout="constrained")
+    d = paths[0].distance.numpy()
+    ax_p.plot(d, paths[0].recurrent.numpy(), color="C3", label="recurrent net: |i − j| steps")
+    for p, color in zip(paths, ("C0", "C2", "C4", "C5"), strict=False):
+        k = p.kernel_size
+        ax_p.plot(
+            d,
+            p.convolution.numpy(),
+            color=color,
+            drawstyle="steps-post",
+            label=f"width-{k} convolutions: ⌈|i − j| / {k - 1}⌉ layers",
+        )
+    ax_p.plot(d, paths[0].self_attention.numpy(), color="black", label="self-attention: 1 step")
+    ax_p.set_xlim(0, d[-1] + 1)
+    ax_p.set_ylim(0, d[-1] + 1)
+    ax_p.set_xlabel("distance |i − j| (positions)")
+    ax_p.set_ylabel("steps or layers on the path")
+    ax_p.set_title("Path length between positions i and j")
+    ax_p.legend(fontsize=9, loc="upper left")
+
+    L = pairs.L.numpy()
+    ax_c.loglog(L, pairs.self_attention.numpy(), color="black", label="self-attention: L² pairs")
+    ax_c.loglog(L, pairs.recurrent.numpy(), color="C3", label="recurrent net: L steps")
+    ax_c.set_xscale("log", base=2)
+    ax_c.set_yscale("log", base=2)
+    ax_c.set_xlabel("sequence length L (tokens, log scale)")
+    ax_c.set_ylabel("count per layer (log scale)")
+    ax_c.set_title("Pairs scored: L² (slope 2 on log-log axes)")
+    ax_c.legend(fontsize=9, loc="upper left")
+    return fig
+
+
+__all__ += [
+    "RetrievalView",
+    "SoftmaxBarsView",
+    "plot_path_lengths_and_pairs",
+    "plot_retrieval",
+    "plot_retrieval_gallery",
+    "plot_softmax_bars_gallery",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 03: scaling and softmax saturation (article section 2.2)
+# ---------------------------------------------------------------------------
+
+from collections.abc import Mapping  # kept with the section that uses it
+
+from matplotlib.ticker import LogLocator, NullLocator
+
+# One style per scaling of the scores, the same in every figure of notebook 03: Okabe-Ito
+# colours (readable by most colour-blind readers), told apart by marker and line style too.
+SCALING_STYLES: dict[str, dict[str, str]] = {
+    "none": {"label": "none (q·k)", "color": "#D55E00", "marker": "o", "linestyle": "-"},
+    "sqrt": {"label": "÷ √d_k", "color": "#0072B2", "marker": "s", "linestyle": "-"},
+    "linear": {"label": "÷ d_k", "color": "#009E73", "marker": "^", "linestyle": "--"},
+}
+# The softmax Jacobian has negative entries (−p_i p_j off the diagonal), so it gets a
+# diverging colormap centred on 0, never ATTENTION_CMAP (that one is for weights in [0, 1]).
+JACOBIAN_CMAP = "RdBu_r"
+# Every entry of diag(p) − p pᵀ lies in [−1/4, 1/4]: p_i(1 − p_i) ≤ 1/4 and p_i p_j ≤ 1/4.
+JACOBIAN_LIMIT = 0.25
+
+# stat → (panel title, y label, log scale); "{threshold}" is filled in from the curves.
+_SATURATION_STATS: dict[str, tuple[str, str, bool]] = {
+    "median_max_weight": ("median largest weight", "weight (0 to 1)", False),
+    "median_entropy": ("median entropy of a row", "entropy (nats)", False),
+    "median_jacobian_norm": ("median ‖J‖_F of a row", "Frobenius norm (log scale)", True),
+    "saturated_fraction": ("rows with ‖J‖_F < {threshold:g}", "fraction of rows", False),
+    "grad_norm_median": ("median ‖∂loss/∂q‖", "gradient norm (log scale)", True),
+    "grad_norm_mean": ("mean ‖∂loss/∂q‖", "gradient norm (log scale)", True),
+    "grad_norm_p99": ("99th percentile of ‖∂loss/∂q‖", "gradient norm (log scale)", True),
+}
+_D_K_TICKS = (1, 4, 16, 64, 256, 1024)
+
+
+class _CurveLike(Protocol):
+    """What the saturation plots read from attn_lib.experiments.SaturationCurve."""
+
+    scaling: str
+    temperature: float
+    L: int
+    n_rows: int
+    threshold: float
+    d_k: torch.Tensor
+    median_max_weight: torch.Tensor
+    median_entropy: torch.Tensor
+    saturated_fraction: torch.Tensor
+    grad_norm_median: torch.Tensor
+    grad_norm_p90: torch.Tensor
+    grad_norm_p99: torch.Tensor
+    grad_norm_mean: torch.Tensor
+
+
+class _RowLike(Protocol):
+    """What the saturation plots read from attn_lib.experiments.SaturationRow."""
+
+    d_k: int
+    scaling: str
+    temperature: float
+    scores: torch.Tensor
+    weights: torch.Tensor
+    jacobian: torch.Tensor
+    max_weight: float
+    entropy: float
+    jacobian_norm: float
+    grad_norm: float
+
+
+def _row_array(t: torch.Tensor, name: str, n: int) -> np.ndarray:
+    a = t.detach().cpu().numpy()
+    if a.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {a.shape}.")
+    return a
+
+
+def _check_stat(stat: str) -> None:
+    if stat not in _SATURATION_STATS:
+        raise ValueError(f"stat must be one of {tuple(_SATURATION_STATS)}, got {stat!r}.")
+
+
+def _check_scaling(scaling: str) -> None:
+    if scaling not in SCALING_STYLES:
+        raise ValueError(f"scaling must be one of {tuple(SCALING_STYLES)}, got {scaling!r}.")
+
+
+def _d_k_axis(ax: Axes) -> None:
+    """A log2 d_k axis from 1 to 1024 with readable ticks."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(0.75, 1400)
+    ax.set_xticks(list(_D_K_TICKS), [str(d) for d in _D_K_TICKS])
+    ax.minorticks_off()
+    ax.set_xlabel("d_k (log scale)")
+    ax.grid(alpha=0.3)
+
+
+def _stat_reference_lines(ax: Axes, stat: str, L: int) -> None:
+    """Dotted lines for the uniform row (and the one-hot row) where they help reading."""
+    if stat == "median_max_weight":
+        ax.axhline(1.0, color="0.35", linestyle=":", linewidth=1)
+        ax.axhline(1.0 / L, color="0.35", linestyle=":", linewidth=1)
+        ax.text(0.03, 1.0, "one-hot", transform=ax.get_yaxis_transform(), fontsize=8,
+                ha="left", va="bottom", color="0.3")  # fmt: skip
+        ax.text(0.03, 1.0 / L, f"uniform: 1/{L}", transform=ax.get_yaxis_transform(),
+                fontsize=8, ha="left", va="top", color="0.3")  # fmt: skip
+        ax.set_ylim(0.0, 1.12)
+    elif stat == "median_entropy":
+        ax.axhline(np.log(L), color="0.35", linestyle=":", linewidth=1)
+        ax.text(0.03, np.log(L), f"uniform: log {L} = {np.log(L):.2f}",
+                transform=ax.get_yaxis_transform(), fontsize=8, ha="left", va="bottom",
+                color="0.3")  # fmt: skip
+        ax.set_ylim(0.0, np.log(L) * 1.15)
+    elif stat == "saturated_fraction":
+        ax.set_ylim(-0.03, 1.03)
+
+
+def draw_saturation_curves(
+    ax: Axes,
+    curves: Mapping[str, _CurveLike],
+    stat: str,
+    *,
+    reference_lines: bool = True,
+) -> dict[str, Line2D]:
+    """Draw one statistic of :func:`attn_lib.experiments.saturation_curves` against d_k.
+
+    One line per scaling in ``curves``, in that scaling's :data:`SCALING_STYLES`; a
+    log2 d_k axis; dotted reference lines for the uniform and one-hot rows where the
+    statistic has them (largest weight, entropy).
+
+    Args:
+        ax: axes to draw on.
+        curves: scaling → SaturationCurve (d_k (n,) and each statistic (n,)).
+        stat: "median_max_weight", "median_entropy", "median_jacobian_norm",
+            "saturated_fraction", "grad_norm_median", "grad_norm_mean" or "grad_norm_p99".
+        reference_lines: draw the uniform / one-hot lines.
+
+    Returns:
+        scaling → the Line2D drawn for it.
+
+    Raises:
+        ValueError: an unknown statistic or scaling, or empty ``curves``.
+
+    Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
+    """
+    _check_stat(stat)
+    if not curves:
+        raise ValueError("curves is empty: pass the dict that saturation_curves returns.")
+    first = next(iter(curves.values()))
+    title, ylabel, log = _SATURATION_STATS[stat]
+    lines = {}
+    for scaling, curve in curves.items():
+        _check_scaling(scaling)
+        style = SCALING_STYLES[scaling]
+        (lines[scaling],) = ax.plot(
+            curve.d_k.numpy(), getattr(curve, stat).numpy(), color=style["color"],
+            marker=style["marker"], linestyle=style["linestyle"], label=style["label"],
+            markersize=4, linewidth=1.8,
+        )  # fmt: skip
+    _d_k_axis(ax)
+    if log:
+        ax.set_yscale("log")
+    if reference_lines:
+        _stat_reference_lines(ax, stat, first.L)
+    ax.set_title(title.format(threshold=first.threshold))
+    ax.set_ylabel(ylabel)
+    return lines
+
+
+def plot_saturation_curves(
+    curves: Mapping[str, _CurveLike],
+    stats: Sequence[str] = ("median_max_weight", "median_entropy"),
+    *,
+    suptitle: str | None = None,
+    panel_size: tuple[float, float] = (3.9, 3.1),
+) -> Figure:
+    """Statistics of saturation_curves against d_k, one panel per statistic, in a pyplot figure.
+
+    Args:
+        curves: scaling → SaturationCurve, from :func:`attn_lib.experiments.saturation_curves`.
+        stats: the statistics to draw (see :func:`draw_saturation_curves`).
+        suptitle: a title over the panels (default: rows, keys and temperature).
+        panel_size: (width, height) of one panel in inches.
+
+    Returns:
+        The figure, one legend for the scalings under the panels (end the cell with
+        ``plt.show()``).
+
+    Raises:
+        ValueError: no statistic, or as draw_saturation_curves.
+
+    Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
+    """
+    if not stats:
+        raise ValueError("give at least one statistic to plot.")
+    n = len(stats)
+    fig, axes = plt.subplots(
+        1, n, figsize=(panel_size[0] * n, panel_size[1] + 0.5), layout="constrained",
+        squeeze=False,
+    )  # fmt: skip
+    for ax, stat in zip(axes[0], stats, strict=True):
+        lines = draw_saturation_curves(ax, curves, stat)
+    fig.legend(handles=list(lines.values()), loc="outside lower center", ncols=len(lines),
+               frameon=False, title="scores divided by")  # fmt: skip
+    first = next(iter(curves.values()))
+    if suptitle is None:
+        suptitle = (
+            f"Medians over {first.n_rows} random rows of {first.L} keys per d_k "
+            f"(q, k entries N(0, 1), temperature {first.temperature:g})"
+        )
+    fig.suptitle(suptitle)
+    return fig
+
+
+def plot_gradient_quantiles(
+    curves: Mapping[str, _CurveLike],
+    scalings: Sequence[str] = ("none", "sqrt"),
+    *,
+    panel_size: tuple[float, float] = (4.0, 3.4),
+    saturated_fraction: bool = True,
+) -> Figure:
+    """Median, mean and 99th percentile of ‖∂loss/∂q‖ against d_k, one panel per scaling.
+
+    A heavy-tailed gradient shows as a mean and a 99th percentile far above the
+    median; the gradient panels share their y axis (log scale) so scalings compare
+    directly. A last panel can add the fraction of saturated rows for each scaling.
+
+    Args:
+        curves: scaling → SaturationCurve.
+        scalings: which of them to draw, one panel each.
+        panel_size: (width, height) of one panel in inches.
+        saturated_fraction: add a panel with the fraction of rows whose ‖J‖_F is below
+            the curves' threshold.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no scaling, or a scaling missing from ``curves``.
+
+    Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
+    """
+    if not scalings:
+        raise ValueError("give at least one scaling.")
+    missing = [s for s in scalings if s not in curves]
+    if missing:
+        raise ValueError(f"no curve for {missing}; have {list(curves)}.")
+    n = len(scalings) + int(saturated_fraction)
+    fig, axes = plt.subplots(
+        1, n, figsize=(panel_size[0] * n, panel_size[1] + 0.4), layout="constrained",
+        squeeze=False,
+    )  # fmt: skip
+    for ax in axes[0][1 : len(scalings)]:
+        ax.sharey(axes[0][0])
+    if saturated_fraction:
+        draw_saturation_curves(axes[0][-1], {s: curves[s] for s in scalings}, "saturated_fraction")
+        axes[0][-1].legend(fontsize=9, loc="upper left")
+    quantiles = (
+        ("grad_norm_p99", "99th percentile", ":", "v"),
+        ("grad_norm_mean", "mean", "--", "D"),
+        ("grad_norm_median", "median", "-", "o"),
+    )
+    for ax, scaling in zip(axes[0], scalings, strict=False):
+        curve, style = curves[scaling], SCALING_STYLES[scaling]
+        handles = []
+        for stat, label, linestyle, marker in quantiles:
+            (line,) = ax.plot(
+                curve.d_k.numpy(), getattr(curve, stat).numpy(), color=style["color"],
+                linestyle=linestyle, marker=marker, markersize=4, label=label,
+            )  # fmt: skip
+            handles.append(line)
+        _d_k_axis(ax)
+        ax.set_yscale("log")
+        ax.set_title(f"‖∂loss/∂q‖, scores {style['label']}")
+        ax.legend(handles=handles, fontsize=9, loc="lower left")
+    axes[0][0].set_ylabel("gradient norm (log scale)")
+    first = curves[scalings[0]]
+    fig.suptitle(f"The gradient that reaches q, over {first.n_rows} rows per d_k")
+    return fig
+
+
+def plot_saturation_rows(
+    rows: Sequence[_RowLike],
+    *,
+    ncols: int = 3,
+    panel_size: tuple[float, float] = (3.3, 2.4),
+    suptitle: str | None = None,
+) -> Figure:
+    """The softmax weights of several single rows (saturation_row), one bar chart each.
+
+    Each panel's title gives d_k, the scaling, the largest weight and the entropy;
+    bars use the scaling's colour, the y axis runs from 0 to 1 in every panel.
+
+    Args:
+        rows: SaturationRow objects (weights (L,)), in reading order.
+        ncols: panels per row of the grid.
+        panel_size: (width, height) of one panel in inches.
+        suptitle: a title over all panels.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no rows, or ncols < 1.
+
+    Source: article section 2.2 ("an almost one-hot distribution").
+    """
+    if not rows:
+        raise ValueError("give at least one row.")
+    if ncols < 1:
+        raise ValueError(f"ncols must be ≥ 1, got {ncols}.")
+    ncols = min(ncols, len(rows))
+    nrows = -(-len(rows) // ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.5),
+        layout="constrained", sharey=True, squeeze=False,
+    )  # fmt: skip
+    for ax in axes.flat[len(rows):]:
+        ax.set_visible(False)
+    for ax, row in zip(axes.flat, rows, strict=False):
+        w = row.weights.detach().cpu().numpy()
+        style = SCALING_STYLES[row.scaling]
+        ax.bar(np.arange(len(w)), w, color=style["color"], width=0.75)
+        ax.set_ylim(0, 1.05)
+        ax.set_xticks(range(0, len(w), 5))
+        ax.set_title(
+            f"d_k = {row.d_k}, scores {style['label']}\n"
+            f"max {row.max_weight:.2f}, entropy {row.entropy:.2f} nats",
+            fontsize=10,
+        )
+        ax.grid(axis="y", alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("key j")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("weight p_j")
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+class SaturationView:
+    """One row's scores, softmax and Jacobian above the saturation curves, updatable.
+
+    Top: the scores the softmax sees (symmetric-log axis, fixed range), the weights
+    (0 to 1) and the Jacobian diag(p) − p pᵀ (diverging colormap, fixed ±1/4). Bottom:
+    the largest weight, the entropy, the median gradient ‖∂loss/∂q‖ and the saturated
+    fraction against d_k for all three scalings, the current scaling drawn bold, a
+    ○ on the current (d_k, value) and a vertical line at the current d_k. Every axis
+    range and position is fixed (the view switches the figure's layout engine off and
+    places the axes itself, for a 12 × 7 inch figure), so a dashboard never lays the
+    figure out again and redraws only :attr:`dynamic_artists`.
+
+    Args:
+        fig: an empty figure (``new_figure`` for a dashboard, a pyplot figure for a cell),
+            about 12 × 7 inches.
+        L: keys per row.
+        threshold: the saturated-fraction cut-off of the curves (for the panel title).
+        score_limit: the scores axis runs from −score_limit to +score_limit.
+        grad_floor: the lower limit of the gradient axis; smaller medians are drawn
+            on it (the axis label says so).
+
+    Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
+    """
+
+    _PANELS = ("median_max_weight", "median_entropy", "grad_norm_median", "saturated_fraction")
+
+    def __init__(
+        self,
+        fig: Figure,
+        L: int,
+        *,
+        threshold: float = 1e-3,
+        score_limit: float = 1e3,
+        grad_floor: float = 1e-10,
+    ) -> None:
+        self.fig, self.L, self.grad_floor = fig, L, grad_floor
+        # Fixed positions (fractions of the figure) instead of a layout engine: the axes
+        # never move, and a layout pass, which costs more than the drawing, is never run.
+        fig.set_layout_engine("none")
+        top = fig.add_gridspec(1, 3, left=0.06, right=0.9, top=0.905, bottom=0.6,
+                               wspace=0.3)  # fmt: skip
+        bottom = fig.add_gridspec(1, 4, left=0.06, right=0.985, top=0.475, bottom=0.155,
+                                  wspace=0.36)  # fmt: skip
+        ax_s, ax_w, ax_j = (fig.add_subplot(top[0, i]) for i in range(3))
+        keys = np.arange(L)
+        ticks = list(range(0, L, 5))
+
+        self.score_bars: BarContainer = ax_s.bar(keys, np.zeros(L), width=0.75, zorder=3)
+        ax_s.set_yscale("symlog", linthresh=1.0)
+        ax_s.yaxis.set_minor_locator(NullLocator())
+        ax_s.set_ylim(-score_limit, score_limit)
+        ax_s.axhline(0.0, color="0.3", linewidth=0.8)
+        ax_s.set_xticks(ticks)
+        ax_s.set_xlabel("key j")
+        ax_s.set_ylabel("score s_j (symmetric log scale)")
+        ax_s.grid(axis="y", alpha=0.3)
+        self.score_title = ax_s.set_title("scores: top − second = 00.00", fontsize=10)
+
+        self.weight_bars: BarContainer = ax_w.bar(keys, np.zeros(L), width=0.75, zorder=3)
+        ax_w.set_ylim(0.0, 1.05)
+        ax_w.set_xticks(ticks)
+        ax_w.set_xlabel("key j")
+        ax_w.set_ylabel("weight p_j = softmax(s)_j")
+        ax_w.grid(axis="y", alpha=0.3)
+        self.weight_title = ax_w.set_title("weights: max 0.00, entropy 0.00 nats", fontsize=10)
+
+        self.jacobian = ax_j.imshow(
+            np.zeros((L, L)), cmap=JACOBIAN_CMAP, vmin=-JACOBIAN_LIMIT, vmax=JACOBIAN_LIMIT,
+            interpolation="nearest", aspect="auto",
+        )  # fmt: skip
+        ax_j.set_xticks(ticks)
+        ax_j.set_yticks(ticks)
+        ax_j.set_xlabel("score s_j")
+        ax_j.set_ylabel("weight p_i")
+        cbar = fig.colorbar(self.jacobian, cax=ax_j.inset_axes([1.04, 0.0, 0.05, 1.0]))
+        cbar.set_label("∂p_i/∂s_j (diverging: red > 0, blue < 0)")
+        cbar.set_ticks([-0.25, -0.1, 0.0, 0.1, 0.25])
+        self.jacobian_title = ax_j.set_title("Jacobian: ‖J‖_F = 0.00e+00, ‖∂L/∂q‖ = 0.0e+00",
+                                             fontsize=10)  # fmt: skip
+
+        self.curve_axes: dict[str, Axes] = {}
+        self.curve_lines: dict[str, dict[str, Line2D]] = {}
+        self.markers: dict[str, Line2D] = {}
+        self.cursors: dict[str, Line2D] = {}
+        for i, stat in enumerate(self._PANELS):
+            ax = fig.add_subplot(bottom[0, i])
+            title, ylabel, log = _SATURATION_STATS[stat]
+            lines = {}
+            # Dynamic artists sit above every static one (zorder 3 > grid, reference lines,
+            # spines), in the order they are created: a full draw then stacks them exactly
+            # as a blitted update does.
+            for scaling, style in SCALING_STYLES.items():
+                (lines[scaling],) = ax.plot(
+                    [1], [1], color=style["color"], marker=style["marker"], markersize=3,
+                    linestyle=style["linestyle"], label=style["label"], zorder=3,
+                )  # fmt: skip
+            self.cursors[stat] = ax.axvline(1, color="0.4", linewidth=0.8, zorder=3)
+            (self.markers[stat],) = ax.plot(
+                [1], [1], marker="o", markersize=9, markerfacecolor="none",
+                markeredgecolor="black", markeredgewidth=1.8, linestyle="none", zorder=3,
+            )  # fmt: skip
+            _d_k_axis(ax)
+            if log:
+                ax.set_yscale("log")
+                ax.set_ylim(grad_floor, 10.0)
+                ax.yaxis.set_major_locator(LogLocator(numticks=7))
+                ax.yaxis.set_minor_locator(NullLocator())
+                ylabel = f"norm (log scale, floor {grad_floor:g})"
+            _stat_reference_lines(ax, stat, L)
+            ax.set_title(title.format(threshold=threshold), fontsize=10)
+            ax.set_ylabel(ylabel, fontsize=9)
+            self.curve_axes[stat], self.curve_lines[stat] = ax, lines
+        fig.legend(handles=list(self.curve_lines[self._PANELS[0]].values()),
+                   loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=3, frameon=False,
+                   title="scores divided by (bold: the current choice; ○: current d_k)",
+                   fontsize=9, title_fontsize=9)  # fmt: skip
+        self.suptitle = fig.suptitle("d_k = 0000", fontsize=11, y=0.985)
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order."""
+        curves = [
+            artist
+            for stat in self._PANELS
+            for artist in (
+                *self.curve_lines[stat].values(), self.cursors[stat], self.markers[stat]
+            )
+        ]
+        return [
+            *self.score_bars.patches, *self.weight_bars.patches, self.jacobian, *curves,
+            self.score_title, self.weight_title, self.jacobian_title, self.suptitle,
+        ]  # fmt: skip
+
+    def update(self, row: _RowLike, curves: Mapping[str, _CurveLike]) -> None:
+        """Show one row and the curves of its temperature, the row's scaling highlighted.
+
+        Args:
+            row: a SaturationRow (scores (L,), weights (L,), jacobian (L, L)).
+            curves: scaling → SaturationCurve for every scaling in SCALING_STYLES, at
+                the row's temperature; the row's d_k must be among their d_k.
+
+        Raises:
+            ValueError: a row of another length, a missing scaling or d_k.
+        """
+        scores = _row_array(row.scores, "scores", self.L)
+        weights = _row_array(row.weights, "weights", self.L)
+        missing = [s for s in SCALING_STYLES if s not in curves]
+        if missing:
+            raise ValueError(f"curves lacks the scaling(s) {missing}.")
+        style = SCALING_STYLES[row.scaling]
+        for bar, s in zip(self.score_bars.patches, scores, strict=True):
+            bar.set_height(float(s))
+            bar.set_color(style["color"])
+        for bar, w in zip(self.weight_bars.patches, weights, strict=True):
+            bar.set_height(float(w))
+            bar.set_color(style["color"])
+        self.jacobian.set_data(row.jacobian.detach().cpu().numpy())
+        top = np.sort(scores)[::-1]
+        self.score_title.set_text(f"scores the softmax sees: top − second = {top[0] - top[1]:.2f}")
+        self.weight_title.set_text(
+            f"weights: max {row.max_weight:.2f}, entropy {row.entropy:.2f} nats"
+        )
+        self.jacobian_title.set_text(
+            f"Jacobian: ‖J‖_F = {row.jacobian_norm:.1e}, ‖∂L/∂q‖ = {row.grad_norm:.1e}"
+        )
+        for stat in self._PANELS:
+            floor = self.grad_floor if _SATURATION_STATS[stat][2] else -np.inf
+            for scaling, line in self.curve_lines[stat].items():
+                curve = curves[scaling]
+                x = curve.d_k.numpy()
+                y = np.maximum(getattr(curve, stat).numpy(), floor)
+                line.set_data(x, y)
+                current = scaling == row.scaling
+                line.set_linewidth(2.6 if current else 1.0)
+                line.set_alpha(1.0 if current else 0.35)
+                if current:
+                    hits = np.flatnonzero(x == row.d_k)
+                    if hits.size == 0:
+                        raise ValueError(f"d_k = {row.d_k} is not among the curves' {x.tolist()}.")
+                    self.markers[stat].set_data([row.d_k], [y[hits[0]]])
+            self.cursors[stat].set_xdata([row.d_k, row.d_k])
+        first = curves[row.scaling]
+        self.suptitle.set_text(
+            f"d_k = {row.d_k}, scores {style['label']}, temperature {row.temperature:g}: "
+            f"one row of {self.L} keys (top); medians over {first.n_rows} rows (bottom)"
+        )
+
+
+def plot_saturation_view(
+    row: _RowLike,
+    curves: Mapping[str, _CurveLike],
+    *,
+    figsize: tuple[float, float] = (12.0, 7.0),
+) -> Figure:
+    """A static pyplot rendering of the saturation dashboard for one setting.
+
+    Args:
+        row: from :func:`attn_lib.experiments.saturation_row`.
+        curves: from :func:`attn_lib.experiments.saturation_curves` at the row's temperature,
+            with all three scalings.
+        figsize: inches.
+
+    Returns:
+        The figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: as :meth:`SaturationView.update`.
+
+    Source: article section 2.2; the dashboard attn_lib.widgets.SaturationDashboard.
+    """
+    first = next(iter(curves.values()))
+    fig = plt.figure(figsize=figsize)  # SaturationView places its axes itself
+    view = SaturationView(fig, len(row.weights), threshold=first.threshold)
+    view.update(row, curves)
+    return fig
+
+
+__all__ += [
+    "JACOBIAN_CMAP",
+    "JACOBIAN_LIMIT",
+    "SCALING_STYLES",
+    "SaturationView",
+    "draw_saturation_curves",
+    "plot_gradient_quantiles",
+    "plot_saturation_curves",
+    "plot_saturation_rows",
+    "plot_saturation_view",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 06: one mask, three implementations (article section 3.4)
+# ---------------------------------------------------------------------------
+
+NAN_FACE = (1.0, 0.86, 0.86, 1.0)  # pale red under a red hatch: a NaN weight
+NAN_EDGE = (0.85, 0.25, 0.25, 1.0)
+_NAN_TEXT = (0.55, 0.0, 0.0, 1.0)
+_NAN_LEGEND = "red hatch = NaN (not a number): no weights at all"
+_PASSED_BLOCKED = (0.55, 0.55, 0.55, 1.0)  # mask panel: a cell the receiver reads as blocked
+_PASSED_KEPT = (1.0, 1.0, 1.0, 1.0)
+_IMPLEMENTATION_TITLES = {
+    "attn_lib": "attn_lib (the reference)",
+    "MHA": "nn.MultiheadAttention",
+    "SDPA": "SDPA (weights via value = I)",
+}
+
+
+class _ConventionLike(Protocol):
+    keep: torch.Tensor
+    passed_name: str
+    passed_text: Sequence[Sequence[str]]
+    passed_blocked: torch.Tensor
+    error: str | None
+    weights: dict[str, torch.Tensor | None]
+    max_abs_diff: dict[str, float]
+    nan_rows: dict[str, int]
+    key_labels: tuple[str, ...]
+
+    @property
+    def title(self) -> str: ...
+
+
+def _diff_lines(name: str, diff: float, nan_rows: int, missing: bool) -> str:
+    """Second and third title lines of a weights panel: how far it is from attn_lib."""
+    if name == "attn_lib":
+        return "gets the keep-mask as intended\n "
+    if missing:
+        return "cannot take this mask\n "
+    nan = f"NaN in {nan_rows} row{'s' if nan_rows != 1 else ''}" if nan_rows else " "
+    if np.isnan(diff):
+        return f"no finite weight\n{nan}"
+    if diff == 0.0:
+        return f"max |Δ| vs attn_lib: 0 (bit for bit)\n{nan}"
+    return f"max |Δ| vs attn_lib: {diff:.1e}\n{nan}"
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=width, break_long_words=False))
+
+
+def _two_lines(text: str, width: int) -> str:
+    """Exactly two lines, a "(convention)" on the second, so a frozen layout always fits."""
+    head, paren, tail = text.partition(" (")
+    if paren:
+        return f"{head}\n({tail}"
+    lines = _wrap(text, width).split("\n")
+    if len(lines) > 2:
+        lines = [lines[0], " ".join(lines[1:])]
+    return "\n".join((lines + [" "])[:2])
+
+
+class ConventionView:
+    """The mask as passed, beside attn_lib's, MHA's and SDPA's weights; updatable in place.
+
+    Four panels in a row: (1) the tensor handed over, with its values written in
+    each cell and grey where the receiving function reads "blocked"; (2-4) the
+    (L_q, L_k) weights of attn_lib, ``nn.MultiheadAttention`` and
+    ``F.scaled_dot_product_attention`` on the series' 0–1 viridis scale, cells
+    blocked by the *intended* mask grey with "×" (a blocked cell that still gets
+    weight shows it after the ×), NaN cells pale red with a red hatch and "NaN".
+    Each weights panel's title says its max |Δ| against attn_lib.
+
+    Args:
+        fig: an empty Figure or SubFigure.
+        L: number of query and key positions.
+
+    Source: torch.nn.MultiheadAttention and torch.nn.functional.scaled_dot_product_attention
+        docs (mask conventions); STYLE.md of this series.
+    """
+
+    def __init__(self, fig: Figure, L: int = 4) -> None:
+        from matplotlib.patches import Rectangle
+
+        self.fig = fig
+        self.L = L
+        axes = fig.subplots(1, 4, width_ratios=[1.0, 1.0, 1.0, 1.0])
+        ax_mask = axes[0]
+        self.mask_image = ax_mask.imshow(
+            np.ones((L, L, 4)), interpolation="nearest", aspect="auto"
+        )
+        self.mask_texts = [
+            [ax_mask.text(j, i, "", ha="center", va="center", fontsize=9) for j in range(L)]
+            for i in range(L)
+        ]
+        self.mask_message = ax_mask.text(
+            (L - 1) / 2, (L - 1) / 2, "", ha="center", va="center", fontsize=9, wrap=False
+        )
+        ax_mask.set_xticks(range(L), [str(j) for j in range(L)])
+        ax_mask.set_yticks(range(L), [str(i) for i in range(L)])
+        ax_mask.set_xlabel("key position j")
+        ax_mask.set_ylabel("query position i")
+        ax_mask.tick_params(length=0)
+        self.mask_title = ax_mask.set_title("\n\n", fontsize=10)
+        self.heatmaps: dict[str, HeatmapArtists] = {}
+        self.nan_patches: dict[str, list[list[Artist]]] = {}
+        self.messages: dict[str, Text] = {}
+        for ax, name in zip(axes[1:], _IMPLEMENTATION_TITLES, strict=True):
+            art = draw_attention_heatmap(
+                ax, np.zeros((L, L)), None, title="\n\n", colorbar=False, mask_legend=False
+            )
+            art.ax.title.set_fontsize(10)
+            ax.set_xlabel("key position j")
+            ax.set_ylabel("")
+            self.heatmaps[name] = art
+            nan_style = {"facecolor": NAN_FACE, "edgecolor": NAN_EDGE, "hatch": "//"}
+            self.nan_patches[name] = [
+                [
+                    ax.add_patch(
+                        Rectangle(
+                            (j - 0.5, i - 0.5), 1.0, 1.0, **nan_style, linewidth=0.0,
+                            visible=False, zorder=2,
+                        )
+                    )
+                    for j in range(L)
+                ]
+                for i in range(L)
+            ]
+            self.messages[name] = ax.text(
+                (L - 1) / 2, (L - 1) / 2, "", ha="center", va="center", fontsize=9
+            )
+        cbar = fig.colorbar(
+            self.heatmaps["attn_lib"].image, ax=list(axes[1:]), fraction=0.02, pad=0.02
+        )
+        cbar.set_label("attention weight (0 to 1)")
+        cbar.set_ticks(_CBAR_TICKS)
+        self.colorbar = cbar
+        handles = [
+            Patch(facecolor=MASKED_COLOR, edgecolor="0.4", label=_MASK_LEGEND),
+            Patch(facecolor=NAN_FACE, edgecolor=NAN_EDGE, hatch="//", label=_NAN_LEGEND),
+            Patch(facecolor=_PASSED_BLOCKED, edgecolor="0.4",
+                  label="left panel: dark = read as blocked by the function it is passed to"),
+        ]  # fmt: skip
+        self.legend = fig.legend(
+            handles=handles, loc="outside lower center", ncols=3, frameon=False, fontsize=9
+        )
+        self.suptitle = fig.suptitle("", fontsize=12)
+        self.axes = list(axes)
+        # Cell labels, hatches and messages stay inside their axes: leaving them out of the
+        # layout computation saves measuring ~100 texts on every layout pass.
+        titles = {self.mask_title, *(art.ax.title for art in self.heatmaps.values())}
+        for panel in self.panel_artists:
+            for artist in panel:
+                if artist not in titles:
+                    artist.set_in_layout(False)
+
+    @property
+    def panel_artists(self) -> list[list[Artist]]:
+        """The artists :meth:`update` changes in each panel (mask, attn_lib, MHA, SDPA)."""
+        mask: list[Artist] = [self.mask_image]
+        mask += [t for row in self.mask_texts for t in row]
+        panels = [[*mask, self.mask_message, self.mask_title]]
+        for name, art in self.heatmaps.items():
+            artists: list[Artist] = [art.image, art.overlay]
+            artists += [p for row in self.nan_patches[name] for p in row]
+            artists += [t for row in art.texts for t in row]
+            panels.append([*artists, self.messages[name], art.ax.title])
+        return panels
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes (tick labels aside), in drawing order."""
+        return [a for panel in self.panel_artists for a in panel] + [self.suptitle]
+
+    def panel_regions(self) -> list[object]:
+        """Each panel's area in display pixels (a Bbox): its axes and title, not the suptitle.
+
+        Neighbouring regions meet halfway between the axes, so a title a little wider
+        than its axes still falls inside its own region. Valid once the layout is frozen
+        and the figure has been drawn.
+        """
+        from matplotlib.transforms import Bbox
+
+        renderer = self.fig.canvas.get_renderer()
+        top = self.suptitle.get_window_extent(renderer).y0 - 1
+        edges = [ax.bbox for ax in self.axes]
+        right_end = self.colorbar.ax.bbox.x0
+        regions = []
+        for i, box in enumerate(edges):
+            x0 = 0.0 if i == 0 else (edges[i - 1].x1 + box.x0) / 2
+            x1 = (box.x1 + (edges[i + 1].x0 if i + 1 < len(edges) else right_end)) / 2
+            regions.append(Bbox([[x0, box.y0 - 1], [x1, top]]))
+        return regions
+
+    @staticmethod
+    def panel_keys(result: _ConventionLike) -> list[tuple]:
+        """Hashable descriptions of what each panel shows for ``result`` (for caching)."""
+        keep = _as_numpy_2d(result.keep, "keep").astype(bool).tobytes()
+        mask_key = (
+            result.passed_name,
+            tuple(tuple(row) for row in result.passed_text),
+            _as_numpy_2d(result.passed_blocked, "passed_blocked").astype(bool).tobytes(),
+            result.error,
+        )
+        keys: list[tuple] = [mask_key]
+        for name in _IMPLEMENTATION_TITLES:
+            w = result.weights[name]
+            data = None if w is None else _as_numpy_2d(w, name).astype(np.float32).tobytes()
+            title = _diff_lines(name, result.max_abs_diff[name], result.nan_rows[name], w is None)
+            keys.append((name, data, keep, title))
+        return keys
+
+    def update(self, result: _ConventionLike) -> None:
+        """Show one setting (see :func:`attn_lib.data.convention_setting`)."""
+        L = self.L
+        keep = _as_numpy_2d(result.keep, "keep").astype(bool)
+        blocked = _as_numpy_2d(result.passed_blocked, "passed_blocked").astype(bool)
+        rgba = np.empty((L, L, 4))
+        rgba[:] = _PASSED_KEPT
+        rgba[blocked] = _PASSED_BLOCKED
+        self.mask_image.set_data(rgba)
+        for i in range(L):
+            for j in range(L):
+                text = self.mask_texts[i][j]
+                text.set_text(result.passed_text[i][j] if result.passed_text[i] else "")
+                text.set_color("white" if blocked[i, j] else "black")
+        message = ""
+        if result.error is not None:
+            message = _wrap(result.error, 24)
+        elif not any(any(row) for row in result.passed_text):
+            message = "no mask"
+        self.mask_message.set_text(message)
+        self.mask_title.set_text("mask as passed\n" + _two_lines(result.passed_name, 36))
+        for name, art in self.heatmaps.items():
+            w = result.weights[name]
+            missing = w is None
+            w_np = np.full((L, L), np.nan) if missing else _as_numpy_2d(w, name)
+            update_attention_heatmap(art, w_np, keep, key_labels=result.key_labels)
+            nan = np.isnan(w_np) & (not missing)
+            for i in range(L):
+                for j in range(L):
+                    self.nan_patches[name][i][j].set_visible(bool(nan[i, j]))
+                    if missing:
+                        art.texts[i][j].set_text("")
+                    elif nan[i, j]:
+                        art.texts[i][j].set_text("NaN")
+                        art.texts[i][j].set_color(_NAN_TEXT)
+                        art.texts[i][j].set_fontsize(10)
+                    art.texts[i][j].set_fontweight("bold" if nan[i, j] else "normal")
+            if missing:
+                art.overlay.set_data(np.zeros((L, L, 4)))
+            self.messages[name].set_text("cannot take\nthis mask" if missing else "")
+            lines = _diff_lines(name, result.max_abs_diff[name], result.nan_rows[name], missing)
+            art.ax.set_title(f"{_IMPLEMENTATION_TITLES[name]}\n{lines}", fontsize=10)
+        for ax in self.axes:
+            ax.set_xticks(range(L), list(result.key_labels))
+        self.suptitle.set_text(result.title)
+
+
+class PanelCacheRenderer:
+    """Render a figure to PNG, redrawing only the panels whose content changed.
+
+    Like :class:`BlitRenderer`, the static part (axes, ticks, colorbar, legend) is
+    drawn once per ``background_key``. In addition, each panel's rendered pixels are
+    kept under (background_key, panel key): a panel whose key was seen before is
+    pasted back instead of redrawn. Cells full of text are what a heatmap costs to
+    draw, and a dashboard control usually changes one or two panels out of four.
+
+    Use it only on a figure whose layout is frozen, whose panel regions do not
+    overlap, and whose panel keys describe everything the panel's artists show.
+
+    Args:
+        fig: a figure with an Agg canvas.
+        panels: per panel, the artists that change (marked animated here).
+        regions: called once after the first full draw; returns one Bbox (display
+            pixels) per panel, the area its artists draw into.
+        always: artists drawn on every render, after the panels (e.g. a suptitle).
+        max_entries: how many panel images to keep (the oldest are dropped first).
+
+    Source: matplotlib tutorial "Faster rendering by using blitting"
+        (``copy_from_bbox`` / ``restore_region``).
+    """
+
+    def __init__(
+        self,
+        fig: Figure,
+        panels: Sequence[Sequence[Artist]],
+        regions: object,
+        always: Sequence[Artist] = (),
+        *,
+        max_entries: int = 256,
+    ) -> None:
+        self.fig = fig
+        self.panels = [list(p) for p in panels]
+        self.always = list(always)
+        self._regions_fn = regions
+        self._regions: list[object] | None = None
+        for artist in [a for p in self.panels for a in p] + self.always:
+            artist.set_animated(True)
+        self._backgrounds: dict[object, object] = {}
+        self._cache: dict[tuple, object] = {}
+        self.max_entries = max_entries
+        self.redrawn: list[int] = []  # the panels drawn (not pasted) by the last render
+
+    def render(self, panel_keys: Sequence[object], background_key: object = None) -> bytes:
+        """PNG bytes of the figure as it is now; ``panel_keys`` describe each panel."""
+        canvas = self.fig.canvas
+        if background_key in self._backgrounds:
+            canvas.restore_region(self._backgrounds[background_key])
+        else:
+            canvas.draw()  # animated artists are skipped
+            self._backgrounds[background_key] = canvas.copy_from_bbox(self.fig.bbox)
+        if self._regions is None:
+            self._regions = list(self._regions_fn())
+        fresh = []
+        for i, key in enumerate(panel_keys):
+            cached = self._cache.get((background_key, i, key))
+            if cached is not None:
+                canvas.restore_region(cached)
+            else:
+                fresh.append(i)
+        for i in fresh:
+            for artist in self.panels[i]:
+                self.fig.draw_artist(artist)
+        for i in fresh:
+            if len(self._cache) >= self.max_entries:
+                self._cache.pop(next(iter(self._cache)))
+            region = canvas.copy_from_bbox(self._regions[i])
+            self._cache[(background_key, i, panel_keys[i])] = region
+        for artist in self.always:
+            self.fig.draw_artist(artist)
+        self.redrawn = fresh
+        return _encode_png(canvas)
+
+
+def plot_convention_setting(
+    result: _ConventionLike, figsize: tuple[float, float] = (13.0, 4.3)
+) -> Figure:
+    """A static pyplot rendering of one mask-convention setting (the dashboard's view).
+
+    Args:
+        result: e.g. :func:`attn_lib.data.convention_setting`.
+        figsize: inches.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: article section 3.4; STYLE.md of this series.
+    """
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    ConventionView(fig, result.keep.shape[-1]).update(result)
+    return fig
+
+
+def plot_convention_gallery(
+    results: Sequence[_ConventionLike], *, panel_height: float = 4.0, width: float = 13.0
+) -> Figure:
+    """Several mask-convention settings, one row of four panels each (a static gallery).
+
+    Args:
+        results: settings from :func:`attn_lib.data.convention_setting`.
+        panel_height: inches per row.
+        width: inches.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no results.
+
+    Source: article section 3.4; STYLE.md of this series.
+    """
+    if not results:
+        raise ValueError("give at least one setting.")
+    fig = plt.figure(figsize=(width, panel_height * len(results)), layout="constrained")
+    subfigs = fig.subfigures(len(results), 1, hspace=0.04)
+    for sub, result in zip(np.atleast_1d(subfigs), results, strict=True):
+        ConventionView(sub, result.keep.shape[-1]).update(result)
+    return fig
+
+
+__all__ += [  # notebook 06's public names, added to the list at the top
+    "NAN_EDGE",
+    "NAN_FACE",
+    "ConventionView",
+    "PanelCacheRenderer",
+    "plot_convention_gallery",
+    "plot_convention_setting",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 07: masks (keep-masks drawn, NaN cells marked, the mask dashboard's view)
+# ---------------------------------------------------------------------------
+
+import textwrap  # this section's own imports, kept with it
+
+import matplotlib as _mpl
+import matplotlib.cm as _mpl_cm
+import matplotlib.colors as _mpl_colors
+import matplotlib.legend_handler as _mpl_legend_handler
+import matplotlib.lines as _mpl_lines
+
+NAN_COLOR = (0.84, 0.15, 0.16, 1.0)  # red, not a colour viridis uses: a NaN weight
+_NAN_CELL_TEXT = "NaN"
+
+__all__ += [  # this section's public names, added to the list at the top
+    "NAN_COLOR",
+    "MaskPanel",
+    "MaskSettingView",
+    "add_mask_nan_legend",
+    "draw_keep_mask",
+    "plot_keep_masks",
+    "plot_mask_gallery",
+    "plot_mask_setting",
+]
+
+
+class _MaskSettingLike(Protocol):
+    lengths: tuple[int, ...]
+    keep: torch.Tensor
+    weights: torch.Tensor | None
+    error: str | None
+
+    @property
+    def mass(self) -> tuple[float, ...]: ...
+
+    @property
+    def nan_rows(self) -> tuple[int, ...]: ...
+
+    @property
+    def title(self) -> str: ...
+
+
+def add_mask_nan_legend(fig: Figure) -> Legend:
+    """One legend under the figure for the three marks of masked weights.
+
+    Grey "×": masked, weight 0. "×" on colour: masked, yet it carries weight (a leak,
+    e.g. a fill of 0 or a row with no allowed key made uniform). Red: a NaN weight.
+
+    Source: matplotlib ``Figure.legend`` with ``loc="outside lower center"``.
+    """
+
+    def cell(face: tuple[float, ...], mark: str) -> tuple[_mpl_lines.Line2D, _mpl_lines.Line2D]:
+        square = _mpl_lines.Line2D(
+            [], [], marker="s", markersize=13, markerfacecolor=face, markeredgecolor="0.4",
+            linestyle="None",
+        )  # fmt: skip
+        cross = _mpl_lines.Line2D([], [], marker="x", markersize=7, color=mark, linestyle="None")
+        return square, cross
+
+    leak_face = tuple(_mpl.colormaps[ATTENTION_CMAP](0.3))
+    return fig.legend(
+        handles=[cell(MASKED_COLOR, "0.3"), cell(leak_face, "white"), cell(NAN_COLOR, NAN_COLOR)],
+        labels=[
+            f"grey {MASKED_MARK}: masked, weight 0",
+            f"{MASKED_MARK} on colour: masked, yet weighted (a leak)",
+            "red: the weight is NaN",
+        ],
+        handler_map={tuple: _mpl_legend_handler.HandlerTuple(ndivide=1)},
+        loc="outside lower center",
+        ncols=3,
+        frameon=False,
+        fontsize=10,
+    )
+
+
+def draw_keep_mask(
+    ax: Axes,
+    keep: torch.Tensor | np.ndarray,
+    *,
+    title: str = "keep-mask",
+    query_labels: Sequence[str] | None = None,
+    key_labels: Sequence[str] | None = None,
+    xlabel: str = "key position j",
+    ylabel: str = "query position i",
+) -> AxesImage:
+    """Draw a 2-D keep-mask: white where attention is allowed, grey "×" where blocked.
+
+    Args:
+        ax: axes to draw on.
+        keep: (L_q, L_k) bool (True = may attend); a (1, L_k) row draws as a strip.
+        title, query_labels, key_labels, xlabel, ylabel: text; labels default "0", "1", ….
+
+    Returns:
+        The image (white and grey cells; cell edges drawn as a grid; the "×" are one
+        scatter of markers, cheaper to draw than a text per cell).
+
+    Raises:
+        ValueError: keep not 2-D, or label counts that do not fit.
+
+    Source: STYLE.md of this series (queries on y, keys on x, masked cells grey "×").
+    """
+    k = _as_numpy_2d(keep, "keep").astype(bool)
+    L_q, L_k = k.shape
+    rgba = np.ones((L_q, L_k, 4))
+    rgba[~k] = MASKED_COLOR
+    image = ax.imshow(rgba, interpolation="nearest", aspect="equal")
+    blocked = np.argwhere(~k)  # (n, 2): (query, key)
+    ax.scatter(blocked[:, 1], blocked[:, 0], marker="x", s=60, color="0.3", linewidths=1.2)
+    ax.set_xlim(-0.5, L_k - 0.5)
+    ax.set_ylim(L_q - 0.5, -0.5)  # query 0 at the top
+    ax.set_xticks(np.arange(L_k + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(L_q + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="0.55", linewidth=0.6)
+    ax.tick_params(which="both", length=0)
+    ax.set_xticks(range(L_k), _labels(key_labels, L_k))
+    ax.set_yticks(range(L_q), _labels(query_labels, L_q))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    return image
+
+
+def plot_keep_masks(
+    panels: Sequence[tuple[torch.Tensor | np.ndarray, str]],
+    *,
+    suptitle: str | None = None,
+    cell_size: float = 0.34,
+    ylabels: Sequence[str] | None = None,
+) -> Figure:
+    """Several keep-masks side by side (e.g. a (1, L) padding row, its broadcast, a causal mask).
+
+    Args:
+        panels: (keep (L_q, L_k) bool, title) per panel; shapes may differ.
+        suptitle: a title over all panels.
+        cell_size: inches per cell.
+        ylabels: per panel, the y axis label (default "query position i").
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no panels, or a mask that is not 2-D.
+
+    Source: STYLE.md of this series.
+    """
+    if not panels:
+        raise ValueError("give at least one panel.")
+    arrays = [_as_numpy_2d(k, "keep") for k, _ in panels]
+    widths = [max(a.shape[1], 3) for a in arrays]
+    rows = max(a.shape[0] for a in arrays)
+    fig, axes = plt.subplots(
+        1, len(panels), width_ratios=widths, layout="constrained", squeeze=False,
+        figsize=(cell_size * sum(widths) + 1.1 * len(panels) + 0.4, cell_size * rows + 2.0),
+    )  # fmt: skip
+    ylabels = list(ylabels) if ylabels is not None else ["query position i"] * len(panels)
+    for ax, a, (_, title), ylabel in zip(axes[0], arrays, panels, ylabels, strict=True):
+        draw_keep_mask(ax, a, title=title, ylabel=ylabel)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+def _refusal_text(message: str, width: int) -> str:
+    """PyTorch's own words when attn_lib quoted them, wrapped to ``width`` characters."""
+    said = message.split("PyTorch said: ", 1)
+    text = said[1].rstrip(")") if len(said) == 2 else message
+    return "\n".join(textwrap.wrap(f"RuntimeError: {text}", width=width))
+
+
+class MaskPanel:
+    """One heatmap of masked weights, updatable: masked cells grey "×", leaks and NaN marked.
+
+    The weights are drawn with :data:`ATTENTION_CMAP` on a fixed 0–1 scale, composed
+    into one RGBA image: a masked cell with (almost) no weight is grey with "×"; a
+    masked cell that still carries weight (a leak) keeps its colour and gets an "×";
+    a NaN weight is red. With ``annotate`` every cell also gets its text (the weight,
+    "×", "× 0.17", "NaN"); without it the "×" are markers, which a dashboard draws
+    much faster than 36 texts per panel. A refused setting hides the weights and can
+    write the error in the axes.
+
+    Args:
+        ax: axes to draw on.
+        L_q, L_k: the size of the weights.
+        annotate: write the cell texts (static figures) or only mark the cells (dashboards).
+        query_labels, key_labels: tick labels, default "0", "1", ….
+
+    Source: STYLE.md of this series (queries on y, keys on x, one colormap, 0–1,
+        masked cells marked); article section 4.1.
+    """
+
+    def __init__(
+        self,
+        ax: Axes,
+        L_q: int,
+        L_k: int,
+        *,
+        annotate: bool = True,
+        query_labels: Sequence[str] | None = None,
+        key_labels: Sequence[str] | None = None,
+    ) -> None:
+        self.ax = ax
+        self.shape = (L_q, L_k)
+        self.annotate = annotate
+        self._cmap = _mpl.colormaps[ATTENTION_CMAP]
+        self.image = ax.imshow(np.zeros((L_q, L_k, 4)), interpolation="nearest", aspect="auto")
+        ax.set_xticks(range(L_k), _labels(key_labels, L_k))
+        ax.set_yticks(range(L_q), _labels(query_labels, L_q))
+        ax.set_xlabel("key position j (attended to)")
+        ax.set_ylabel("query position i (attending)")
+        ax.tick_params(length=0)
+        self.texts = [
+            [ax.text(j, i, "", ha="center", va="center", fontsize=10) for j in range(L_k)]
+            for i in range(L_q)
+        ] if annotate else []  # fmt: skip
+        empty = np.empty((0, 2))
+        self.masked_marks = ax.scatter(empty[:, 0], empty[:, 1], marker="x", s=90, color="0.3",
+                                       linewidths=1.3)  # fmt: skip
+        self.leak_marks = ax.scatter(empty[:, 0], empty[:, 1], marker="x", s=90, color="white",
+                                     linewidths=1.6)  # fmt: skip
+        ax.set_xlim(-0.5, L_k - 0.5)
+        ax.set_ylim(L_q - 0.5, -0.5)  # query 0 at the top
+        self.error_text = ax.text(
+            0.5, 0.5, "", transform=ax.transAxes, ha="center", va="center", fontsize=9,
+            visible=False,
+            bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": NAN_COLOR},
+        )  # fmt: skip
+        ax.set_title(" \n ", fontsize=10)
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order (spines kept on top)."""
+        cells = [t for row in self.texts for t in row]
+        return [
+            self.image, *self.ax.spines.values(), self.masked_marks, self.leak_marks, *cells,
+            self.ax.title, self.error_text,
+        ]  # fmt: skip
+
+    def update(
+        self,
+        weights: torch.Tensor | np.ndarray | None,
+        keep: torch.Tensor | np.ndarray,
+        title: str,
+        error: str | None = None,
+        *,
+        error_width: int = 30,
+    ) -> None:
+        """Show one (L_q, L_k) matrix of weights (NaN allowed), or the refusal.
+
+        Args:
+            weights: (L_q, L_k) float, or None when the setting was refused.
+            keep: (L_q, L_k) bool keep-mask (True = may attend).
+            title: the axes title.
+            error: the refusal's message, written in the axes when weights is None
+                (PyTorch's own words when attn_lib quoted them); None or "" for none.
+            error_width: characters per line of that text.
+
+        Raises:
+            ValueError: weights or keep of another shape.
+        """
+        self.ax.set_title(title, fontsize=10)
+        refused = weights is None
+        self.image.set_visible(not refused)
+        self.error_text.set_visible(refused and bool(error))
+        if refused:
+            self.error_text.set_text(_refusal_text(error, error_width) if error else "")
+            for row in self.texts:
+                for text in row:
+                    text.set_text("")
+            for marks in (self.masked_marks, self.leak_marks):
+                marks.set_offsets(np.empty((0, 2)))
+            return
+        w = _as_numpy_2d(weights, "weights").astype(float)
+        if w.shape != self.shape:
+            raise ValueError(f"weights have shape {w.shape}; this panel was drawn for {self.shape}.")
+        k = _keep_array(keep, w.shape)
+        nan = np.isnan(w)
+        leak = ~k & ~nan & (np.abs(w) >= _VISIBLE_WEIGHT)
+        masked = ~k & ~nan & ~leak
+        rgba = self._cmap(np.clip(np.nan_to_num(w), 0.0, 1.0))  # (L_q, L_k, 4)
+        rgba[masked] = MASKED_COLOR
+        rgba[nan] = NAN_COLOR
+        self.image.set_data(rgba)
+        if self.annotate:
+            self._write_cells(w, k, nan, leak)
+            return
+        yx_masked, yx_leak = np.argwhere(masked), np.argwhere(leak)
+        self.masked_marks.set_offsets(yx_masked[:, ::-1])  # (x, y) = (key, query)
+        self.leak_marks.set_offsets(yx_leak[:, ::-1])
+        dark = w[leak] < _TEXT_DARK_BELOW
+        self.leak_marks.set_color(np.where(dark[:, None], 1.0, 0.0).repeat(3, axis=1))
+
+    def _write_cells(
+        self, w: np.ndarray, k: np.ndarray, nan: np.ndarray, leak: np.ndarray
+    ) -> None:
+        for i, row in enumerate(self.texts):
+            for j, text in enumerate(row):
+                on_dark = not nan[i, j] and w[i, j] < _TEXT_DARK_BELOW
+                if nan[i, j]:
+                    text.set(text=_NAN_CELL_TEXT, color="white", fontsize=9)
+                elif leak[i, j]:
+                    text.set(text=f"{MASKED_MARK}\n{w[i, j]:.2f}", fontsize=8,
+                             color="white" if on_dark else "black")  # fmt: skip
+                elif not k[i, j]:
+                    text.set(text=MASKED_MARK, color="0.25", fontsize=14)
+                else:
+                    text.set(text=f"{w[i, j]:.2f}", fontsize=10,
+                             color="white" if on_dark else "black")  # fmt: skip
+
+
+def _mask_weights_colorbar(fig: Figure, axes: list[Axes]) -> Colorbar:
+    mappable = _mpl_cm.ScalarMappable(norm=_mpl_colors.Normalize(0.0, 1.0), cmap=ATTENTION_CMAP)
+    cbar = fig.colorbar(mappable, ax=axes, fraction=0.02, pad=0.02)
+    cbar.set_label("attention weight (0 to 1)")
+    cbar.set_ticks(_CBAR_TICKS)
+    return cbar
+
+
+def _mask_panel_title(head: str, mass: float, nan_rows: int, refused: bool) -> str:
+    if refused:
+        return f"{head}\nno weights: refused"
+    if nan_rows:
+        return f"{head}\n{nan_rows} NaN row{'s' if nan_rows > 1 else ''}, masked mass {mass:.3f}"
+    return f"{head}\nmasked mass {mass:.3f} per row"
+
+
+class MaskSettingView:
+    """The mask dashboard's figure: one heatmap per sequence of the batch, updatable.
+
+    Each panel's title gives the sequence's length and the weight its query rows put
+    on masked keys (the masked mass, averaged over its rows that are not NaN). A
+    refused setting (e.g. -1e9 in float16) hides the weights and writes PyTorch's
+    error in the figure instead.
+
+    Args:
+        fig: an empty figure (``new_figure`` for a dashboard, pyplot for a static cell).
+        B: number of sequences (panels).
+        L: padded length (L_q = L_k).
+        annotate: write every cell's weight (a static figure) or only mark the masked
+            cells (a dashboard: markers draw much faster than texts).
+
+    Source: article section 4.1; STYLE.md of this series.
+    """
+
+    def __init__(self, fig: Figure, B: int, L: int, *, annotate: bool = False) -> None:
+        self.fig = fig
+        axes = fig.subplots(1, B, squeeze=False)[0]
+        self.panels = [MaskPanel(ax, L, L, annotate=annotate) for ax in axes]
+        for ax in axes[1:]:
+            ax.set_ylabel("")
+        _mask_weights_colorbar(fig, list(axes))
+        self.legend = add_mask_nan_legend(fig)
+        self.error_text = fig.text(
+            0.46, 0.5, "", ha="center", va="center", fontsize=10, visible=False,
+            bbox={"boxstyle": "round,pad=0.6", "facecolor": "white", "edgecolor": NAN_COLOR},
+        )  # fmt: skip
+        self.suptitle = fig.suptitle(" ")
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order."""
+        artists = [a for p in self.panels for a in p.dynamic_artists]
+        return [*artists, self.error_text, self.suptitle]
+
+    def update(self, result: _MaskSettingLike) -> None:
+        """Show one setting: keep (B, L, L), weights (B, L, L) or None, error, mass."""
+        refused = result.weights is None
+        for b, panel in enumerate(self.panels):
+            head = f"sequence {b} · length {result.lengths[b]}"
+            title = _mask_panel_title(head, result.mass[b], result.nan_rows[b], refused)
+            weights = None if refused else result.weights[b]
+            panel.update(weights, result.keep[b], title, error="")
+        if refused:
+            wrapped = "\n".join(textwrap.wrap(result.error or "", width=84))
+            self.error_text.set_text(f"PyTorch refused this setting:\n\n{wrapped}")
+        self.error_text.set_visible(refused)
+        self.suptitle.set_text(result.title)
+
+
+def plot_mask_setting(
+    result: _MaskSettingLike,
+    figsize: tuple[float, float] = (11.0, 4.6),
+    *,
+    annotate: bool = True,
+) -> Figure:
+    """A static pyplot rendering of one mask-dashboard setting (the dashboard's view).
+
+    Args:
+        result: e.g. :func:`attn_lib.experiments.mask_setting`.
+        figsize: inches.
+        annotate: write every cell's weight (the dashboard itself only marks the cells).
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: article section 4.1; STYLE.md of this series.
+    """
+    B, L = result.keep.shape[0], result.keep.shape[-1]
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    MaskSettingView(fig, B, L, annotate=annotate).update(result)
+    return fig
+
+
+def plot_mask_gallery(
+    results: Sequence[_MaskSettingLike],
+    batch_index: int,
+    labels: Sequence[str],
+    *,
+    suptitle: str | None = None,
+    panel_size: float = 2.9,
+) -> Figure:
+    """One sequence of the batch under several settings, side by side on the same 0–1 scale.
+
+    Args:
+        results: settings (e.g. from :func:`attn_lib.experiments.mask_setting`).
+        batch_index: which sequence to show.
+        labels: the first title line of each panel (the setting's name).
+        suptitle: a title over all panels.
+        panel_size: inches per panel.
+
+    Returns:
+        A pyplot figure; masked cells grey "×", leaks "×" on colour, NaN cells red, a
+        refused setting shows PyTorch's error text in its panel.
+
+    Raises:
+        ValueError: no results, or labels of another length.
+
+    Source: article section 4.1; STYLE.md of this series.
+    """
+    if not results or len(labels) != len(results):
+        raise ValueError(f"give one label per result ({len(results)} results, {len(labels)} labels).")
+    n, L = len(results), results[0].keep.shape[-1]
+    fig, axes = plt.subplots(
+        1, n, figsize=(panel_size * n + 1.0, panel_size + 1.4), layout="constrained", squeeze=False
+    )
+    for ax, result, label in zip(axes[0], results, labels, strict=True):
+        panel = MaskPanel(ax, L, L)
+        refused = result.weights is None
+        title = _mask_panel_title(
+            label, result.mass[batch_index], result.nan_rows[batch_index], refused
+        )
+        weights = None if refused else result.weights[batch_index]
+        panel.update(weights, result.keep[batch_index], title, result.error, error_width=24)
+        if ax is not axes[0][0]:
+            ax.set_ylabel("")
+    _mask_weights_colorbar(fig, list(axes[0]))
+    add_mask_nan_legend(fig)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# Notebook 04: every shape of softmax(Q Kᵀ / √d_k) V, drawn to scale; what attention costs
+# ---------------------------------------------------------------------------
+
+
+class _WalkthroughLike(Protocol):
+    mode: str
+    B: int | None
+    L_q: int
+    L_k: int
+    d_model: int
+    d_k: int
+    d_v: int
+    query_tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    weights: torch.Tensor
+
+    rows: Sequence  # of ShapeRow: step, expression, symbols, shape
+
+    def table(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+
+# Box colours; Q, K, V and the output as in notebook 02's token panels.
+_SHAPE_COLORS = {
+    "x": "0.45", "context": "0.45", "W_Q": "tab:brown", "W_K": "tab:brown", "W_V": "tab:brown",
+    "Q": "tab:blue", "K": "tab:orange", "Kᵀ": "tab:orange", "V": "tab:green",
+    "scores": "tab:red", "weights": "tab:olive", "output": "tab:purple",
+}  # fmt: skip
+_SHAPE_GAP = 4.5  # units between two boxes of an equation, where "·" or "=" goes
+_SHAPE_ARROW = 9.0  # units between scores and weights, where "softmax →" goes
+_SHAPE_MIN_SLOT = 7.5  # a narrow box still gets this much width, so labels do not collide
+_SHAPE_STEP = 0.7  # offset of each stacked batch copy, in units
+_SHAPE_LABEL = 4.6  # room above a box (and its copies) for its two label lines, in units
+_SHAPE_SPACING = 1.4  # between two rows of equations, in units
+_SOFTMAX_OP = "softmax"  # drawn as an arrow with this caption
+
+
+@dataclass(frozen=True)
+class ShapeDiagramLimits:
+    """The largest sizes a shape diagram must hold; its axes limits are set from them.
+
+    Attributes:
+        B, L_q, L_k: largest batch size and lengths. d: largest of d_model, d_k, d_v.
+
+    Source: the bounds of :class:`attn_lib.widgets.ShapeDashboard`'s sliders.
+    """
+
+    B: int = 4
+    L_q: int = 7
+    L_k: int = 8
+    d: int = 12
+
+    @property
+    def rise(self) -> float:
+        """Units taken by the stacked copies of a batched box (up and to the right)."""
+        return _SHAPE_STEP * (self.B - 1)
+
+    def slot(self, width: float, batched: bool = True) -> float:
+        """Horizontal room of a box ``width`` units wide, its copies included."""
+        return max(width + (self.rise if batched else 0.0), _SHAPE_MIN_SLOT)
+
+    def row_height(self, box_height: float) -> float:
+        return self.rise + _SHAPE_LABEL + box_height + _SHAPE_SPACING
+
+    @property
+    def projection_size(self) -> tuple[float, float]:
+        """(width, height) in units of the three projection equations x W = Q, K, V."""
+        width = self.slot(self.d) + self.slot(self.d, False) + self.slot(self.d) + 2 * _SHAPE_GAP
+        return width, 3 * self.row_height(max(self.L_q, self.L_k, self.d))
+
+    @property
+    def attention_size(self) -> tuple[float, float]:
+        """(width, height) in units of Q · Kᵀ = scores → weights and weights · V = output."""
+        first = (
+            self.slot(self.d) + 3 * self.slot(self.L_k) + 2 * _SHAPE_GAP + _SHAPE_ARROW
+        )  # Q, Kᵀ, scores, weights
+        second = self.slot(self.L_k) + 2 * self.slot(self.d) + 2 * _SHAPE_GAP
+        height = self.row_height(max(self.L_q, self.d)) + self.row_height(
+            max(self.L_q, self.L_k)
+        )
+        return max(first, second), height
+
+
+class _ShapeBox:
+    """One matrix drawn as a box of rows × cols units, with stacked copies for a batch.
+
+    Its labels sit at fixed places above the largest box its slot can hold: the name
+    (which changes only with the mode) and the numeric shape (which changes always).
+    """
+
+    def __init__(self, ax: Axes, step: str, max_B: int) -> None:
+        from matplotlib.colors import to_rgb
+        from matplotlib.patches import Rectangle
+
+        color = np.asarray(to_rgb(_SHAPE_COLORS[step]))
+        front = (*(0.55 + 0.45 * color), 1.0)  # opaque tints of the step's colour
+        back = (*(0.80 + 0.20 * color), 1.0)
+        n_copies = max_B - 1 if step not in ("W_Q", "W_K", "W_V") else 0
+        self.copies = [
+            Rectangle((0, 0), 1, 1, facecolor=back, edgecolor=color, linewidth=0.7)
+            for _ in range(n_copies)
+        ]
+        self.box = Rectangle((0, 0), 1, 1, facecolor=front, edgecolor=color, linewidth=1.4)
+        if not self.copies:
+            self.box.set_hatch("////")  # learned parameters: one matrix for the whole batch
+            self.box.set_hatch_linewidth(0.6)
+        for patch in (*reversed(self.copies), self.box):  # the back copy first
+            ax.add_patch(patch)
+        self.name = ax.text(0, 0, "", ha="left", va="bottom", fontsize=10, fontweight="bold")
+        self.size = ax.text(0, 0, "", ha="left", va="bottom", fontsize=9, color="0.2")
+
+    def place(
+        self, x: float, y: float, rows: int, cols: int, B: int | None, name: str, rise: float
+    ) -> float:
+        """Draw with the front box's top-left corner at (x, y); return its right edge.
+
+        ``rise`` is the height the tallest stack of copies can take (labels go above it).
+        """
+        n = min((B or 1) - 1, len(self.copies))
+        for k, patch in enumerate(self.copies, start=1):
+            patch.set_visible(k <= n)
+            patch.set_bounds(x + k * _SHAPE_STEP, y - k * _SHAPE_STEP, cols, rows)
+        self.box.set_bounds(x, y, cols, rows)
+        batch = () if B is None or not self.copies else (B,)
+        self.size.set_position((x, y - rise - 0.3))
+        self.size.set_text("(" + ", ".join(str(d) for d in (*batch, rows, cols)) + ")")
+        self.name.set_position((x, y - rise - 2.4))
+        self.name.set_text(name)
+        return x + cols + n * _SHAPE_STEP
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        return [*reversed(self.copies), self.box, self.size]
+
+
+class _ShapeEquation:
+    """One row of boxes joined by "·", "=" or a softmax arrow, each box in a fixed slot.
+
+    The slots are as wide as the largest box they can hold, so boxes stay in place
+    while their sizes change; the operators follow the right edge of the box before.
+    """
+
+    def __init__(
+        self,
+        ax: Axes,
+        steps: Sequence[str],
+        ops: Sequence[str],
+        max_cols: Sequence[int],
+        limits: ShapeDiagramLimits,
+        captions: Sequence[str] = (),
+    ) -> None:
+        self.limits = limits
+        self.boxes = [_ShapeBox(ax, step, limits.B) for step in steps]
+        self.kinds = list(ops)
+        # Operators are lines, not text: far cheaper to redraw on every update.
+        op_styles = {
+            "·": {"marker": "o", "markersize": 3.5, "linestyle": "none"},
+            _SOFTMAX_OP: {"marker": ">", "markevery": [1], "markersize": 6, "linewidth": 1.3},
+            "=": {"linewidth": 1.6},
+        }
+        self.ops = [
+            ax.plot([], [], color="0.1", solid_capstyle="butt", **op_styles[op])[0] for op in ops
+        ]
+        self.captions = [  # a word over an operator, e.g. "softmax" over the arrow
+            ax.text(0, 0, text, ha="center", va="bottom", fontsize=9, color="0.1")
+            for text in list(captions) + [""] * (len(ops) - len(captions))
+        ]
+        self.xs = [0.0]  # fixed left edges of the slots
+        for i, op in enumerate(ops):
+            batched = bool(self.boxes[i].copies)
+            gap = _SHAPE_ARROW if op == _SOFTMAX_OP else _SHAPE_GAP
+            self.xs.append(self.xs[-1] + limits.slot(max_cols[i], batched) + gap)
+
+    def place(self, y: float, items: Sequence[tuple[int, int, str]], B: int | None) -> None:
+        """Place the boxes with their tops at y; items: (rows, cols, name) per box."""
+        rise = self.limits.rise
+        for i, (box, (rows, cols, name)) in enumerate(zip(self.boxes, items, strict=True)):
+            right = box.place(self.xs[i], y, rows, cols, B, name, rise)
+            if i == len(self.boxes) - 1:
+                break
+            # The operator sits halfway between this box and the next slot, at the
+            # height of the middle of the shorter of the two boxes.
+            x_op = (right + self.xs[i + 1]) / 2
+            y_op = y + min(rows, items[i + 1][0]) / 2
+            kind = self.kinds[i]
+            if kind == "·":
+                self.ops[i].set_data([x_op], [y_op])
+            elif kind == _SOFTMAX_OP:
+                self.ops[i].set_data([x_op - 2.2, x_op + 2.0], [y_op, y_op])
+            else:  # "=": two short bars
+                nan = float("nan")
+                self.ops[i].set_data(
+                    [x_op - 0.9, x_op + 0.9, nan, x_op - 0.9, x_op + 0.9],
+                    [y_op - 0.4, y_op - 0.4, nan, y_op + 0.4, y_op + 0.4],
+                )
+            self.captions[i].set_position((x_op, y_op - 0.9))
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """Everything but the names (which change only with the mode)."""
+        boxes = [a for box in self.boxes for a in box.dynamic_artists]
+        return boxes + self.ops + [c for c in self.captions if c.get_text()]
+
+
+class _ProjectionDiagram:
+    """x W_Q = Q, x W_K = K, x W_V = V as three rows of boxes (context for K, V if cross)."""
+
+    def __init__(self, ax: Axes, limits: ShapeDiagramLimits) -> None:
+        self.limits = limits
+        d = limits.d
+        self.rows = [
+            _ShapeEquation(ax, ["x", w, out], ["·", "="], [d, d, d], limits)
+            for w, out in (("W_Q", "Q"), ("W_K", "K"), ("W_V", "V"))
+        ]
+
+    def update(self, r: _WalkthroughLike) -> None:
+        lim = self.limits
+        source = "x" if r.mode == "self" else "context"
+        row_h = lim.row_height(max(lim.L_q, lim.L_k, lim.d))
+        for n, (eq, out, d_out) in enumerate(
+            zip(self.rows, ("Q", "K", "V"), (r.d_k, r.d_k, r.d_v), strict=True)
+        ):
+            L, src = (r.L_q, "x") if out == "Q" else (r.L_k, source)
+            eq.place(
+                lim.rise + _SHAPE_LABEL + n * row_h,
+                [(L, r.d_model, src), (r.d_model, d_out, f"W_{out}"), (L, d_out, out)],
+                r.B,
+            )
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        return [a for eq in self.rows for a in eq.dynamic_artists]
+
+
+class _AttentionDiagram:
+    """Q · Kᵀ = scores → softmax → weights, and weights · V = output, as boxes."""
+
+    def __init__(self, ax: Axes, limits: ShapeDiagramLimits) -> None:
+        self.limits = limits
+        d, L_k = limits.d, limits.L_k
+        self.scores_row = _ShapeEquation(
+            ax, ["Q", "Kᵀ", "scores", "weights"], ["·", "=", _SOFTMAX_OP], [d, L_k, L_k, L_k],
+            limits, captions=["", "", "softmax"],
+        )  # fmt: skip
+        self.output_row = _ShapeEquation(
+            ax, ["weights", "V", "output"], ["·", "="], [L_k, d, d], limits
+        )
+
+    def update(self, r: _WalkthroughLike) -> None:
+        lim = self.limits
+        _check_shape_limits(r, lim)
+        top = lim.rise + _SHAPE_LABEL
+        self.scores_row.place(
+            top,
+            [(r.L_q, r.d_k, "Q"), (r.d_k, r.L_k, "Kᵀ"), (r.L_q, r.L_k, "scores ÷ √d_k"),
+             (r.L_q, r.L_k, "weights")],
+            r.B,
+        )  # fmt: skip
+        self.output_row.place(
+            top + lim.row_height(max(lim.L_q, lim.d)),
+            [(r.L_q, r.L_k, "weights"), (r.L_k, r.d_v, "V"), (r.L_q, r.d_v, "output")],
+            r.B,
+        )
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        return self.scores_row.dynamic_artists + self.output_row.dynamic_artists
+
+
+def _check_shape_limits(r: _WalkthroughLike, lim: ShapeDiagramLimits) -> None:
+    too_big = (r.B or 1) > lim.B or r.L_q > lim.L_q or r.L_k > lim.L_k
+    if too_big or max(r.d_model, r.d_k, r.d_v) > lim.d:
+        raise ValueError(f"{r.title} does not fit the diagram's limits {lim}.")
+
+
+_SHAPE_SUPTITLES = {
+    "self": "Self-attention: the sentence x supplies the queries, the keys and the values",
+    "cross": "Cross-attention: x supplies the queries, a second sentence (context) the keys "
+    "and the values",
+}
+_MONO_ADVANCE = 0.602  # width of one DejaVu Sans Mono character, in font sizes (em)
+
+
+class ShapeWalkthroughView:
+    """Attention drawn to scale, with its shape table and a heatmap; updatable in place.
+
+    Four panels: the three projections x W_Q = Q, x W_K = K, x W_V = V (the keys'
+    and values' source is ``context`` in cross-attention); the attention itself,
+    Q · Kᵀ = scores → softmax → weights and weights · V = output; the shape table;
+    and the weights of batch element 0 as a heatmap with token labels (queries on
+    y, keys on x). Every box is rows × columns of its matrix in one common unit, so
+    sizes compare across boxes and settings; a batched tensor shows B stacked copies,
+    a learned matrix (hatched) one. :meth:`update` only changes artists, so a
+    dashboard can redraw the same figure for every setting; everything that depends
+    on more than the mode is in :attr:`dynamic_artists` (for blitting).
+
+    Args:
+        fig: an empty figure; its size is set to fit the panels (about 10.3 × 8.7 in).
+        limits: the largest sizes to fit (the dashboard's slider bounds).
+        annotate: write each weight in its heatmap cell.
+
+    Source: article section 2.3 (write down the shape of every intermediate result).
+    """
+
+    scale = 0.085  # inches per unit (one unit = one entry along a matrix dim)
+    table_fontsize = 8.5
+
+    def __init__(
+        self, fig: Figure, limits: ShapeDiagramLimits | None = None, *, annotate: bool = True
+    ) -> None:
+        self.fig = fig
+        self.limits = limits = limits or ShapeDiagramLimits()
+        s = self.scale
+        (pw, ph), (aw, ah) = limits.projection_size, limits.attention_size
+        left, top, middle, title_h, table_h, heat_h = 0.25, 0.95, 0.45, 0.35, 2.15, 3.7
+        width = left + pw * s + middle + aw * s + 0.15
+        height = top + max(ph * s + title_h + table_h, ah * s + title_h + heat_h) + 0.1
+        fig.set_size_inches(width, height)
+        fig.set_layout_engine("none")
+
+        def rect(x0: float, y_top: float, w: float, h: float) -> list[float]:
+            return [x0 / width, 1 - (y_top + h) / height, w / width, h / height]
+
+        self.ax_proj = fig.add_axes(rect(left, top, pw * s, ph * s))
+        self.ax_attn = fig.add_axes(rect(left + pw * s + middle, top, aw * s, ah * s))
+        for ax, (w, h) in ((self.ax_proj, (pw, ph)), (self.ax_attn, (aw, ah))):
+            ax.set_xlim(-0.3, w)
+            ax.set_ylim(h, -0.3)  # y grows downwards, like the rows of a matrix
+            ax.set_axis_off()
+        self.ax_proj.set_title(
+            "1 · projections: each token's row times a learned matrix", loc="left", fontsize=11
+        )
+        self.ax_attn.set_title("2 · attention: softmax(Q Kᵀ / √d_k) V", loc="left", fontsize=11)
+
+        table_w = pw * s + middle - 0.1
+        self.ax_table = fig.add_axes(rect(left, top + ph * s + title_h, table_w, table_h))
+        self.ax_table.set_axis_off()
+        self.ax_table.set_title("4 · the shape table", loc="left", fontsize=11)
+        self._table_width_in = table_w
+        text = {"ha": "left", "va": "top", "family": "monospace", "fontsize": self.table_fontsize,
+                "transform": self.ax_table.transAxes}  # fmt: skip
+        self.table_static = self.ax_table.text(0.0, 1.0, "", **text)
+        self.table_sizes = self.ax_table.text(0.0, 1.0, "", **text)
+
+        heat_x = left + pw * s + middle + 1.0
+        heat_w = min(aw * s - 1.6, 0.58 * limits.L_k)
+        self.ax_heat = fig.add_axes(rect(heat_x, top + ah * s + title_h + 0.1, heat_w,
+                                         heat_h - 1.05))  # fmt: skip
+        self.heatmap = _SizedHeatmap(self.ax_heat, limits.L_q, limits.L_k, annotate=annotate)
+
+        self.projections = _ProjectionDiagram(self.ax_proj, limits)
+        self.attention = _AttentionDiagram(self.ax_attn, limits)
+        self.suptitle = fig.text(0.01, 1 - 0.22 / height, "", ha="left", va="center",
+                                 fontsize=13)  # fmt: skip
+        fig.text(
+            0.01, 1 - 0.52 / height,
+            "Boxes drawn to scale (rows × columns of each matrix); stacked copies: one per "
+            "batch element; hatched: learned, shared by the batch.",
+            ha="left", va="center", fontsize=9.5, color="0.25",
+        )  # fmt: skip
+
+    def background_key(self, result: _WalkthroughLike) -> object:
+        """What the non-dynamic artists depend on: the mode, and whether there is a batch."""
+        return (result.mode, result.B is None)
+
+    def update(self, result: _WalkthroughLike) -> None:
+        """Show one setting (e.g. :func:`attn_lib.experiments.shape_walkthrough`).
+
+        Raises:
+            ValueError: a size beyond the view's limits.
+        """
+        r = result
+        self.attention.update(r)  # checks the limits first
+        self.projections.update(r)
+        self._update_table(r)
+        self.heatmap.update(r)
+        self.suptitle.set_text(_SHAPE_SUPTITLES[r.mode])
+
+    def _update_table(self, r: _WalkthroughLike) -> None:
+        # Columns that depend only on the mode are one text; the numbers are another,
+        # placed after them, so that a blitting dashboard redraws only the numbers.
+        header = ("step", "computed as", "shape")
+        cells = [header, *((row.step, row.expression, row.symbols) for row in r.rows)]
+        widths = [max(len(c[i]) for c in cells) + 2 for i in range(3)]
+        self.table_static.set_text(
+            "\n".join("".join(c[i].ljust(widths[i]) for i in range(3)).rstrip() for c in cells)
+        )
+        sizes = ["sizes"] + [
+            "(" + ", ".join(str(d) for d in row.shape) + ")" for row in r.rows
+        ]
+        self.table_sizes.set_text("\n".join(sizes))
+        chars = sum(widths)
+        self.table_sizes.set_x(
+            chars * _MONO_ADVANCE * self.table_fontsize / 72 / self._table_width_in
+        )
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists that :meth:`update` changes beyond :meth:`background_key`."""
+        return [
+            *self.projections.dynamic_artists, *self.attention.dynamic_artists, self.table_sizes,
+            *self.heatmap.dynamic_artists,
+        ]  # fmt: skip
+
+
+class _SizedHeatmap:
+    """An attention heatmap whose numbers of rows and columns can change in place.
+
+    Room is made for max_L_q × max_L_k cells; :meth:`update` shows the current ones,
+    filling the axes. The token labels are text artists (not tick labels), so that a
+    blitting dashboard can redraw them alone.
+    """
+
+    def __init__(self, ax: Axes, max_L_q: int, max_L_k: int, *, annotate: bool) -> None:
+        self.ax = ax
+        self.annotate = annotate
+        self.artists = draw_attention_heatmap(
+            ax, np.zeros((max_L_q, max_L_k)), title="3 · the weights of batch element 0",
+            annotate=annotate, mask_legend=False,
+        )  # fmt: skip
+        self.artists.overlay.set_visible(False)  # nothing is masked in this view
+        ax.set_autoscale_on(False)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.title.set_fontsize(11)
+        ax.set_ylabel("query token i (attending)", labelpad=40)
+        self.key_labels = [
+            ax.text(j, -0.03, "", transform=ax.get_xaxis_transform(), ha="center", va="top",
+                    fontsize=9)
+            for j in range(max_L_k)
+        ]  # fmt: skip
+        self.query_labels = [
+            ax.text(-0.03, i, "", transform=ax.get_yaxis_transform(), ha="right",
+                    va="center", fontsize=9)
+            for i in range(max_L_q)
+        ]  # fmt: skip
+
+    def update(self, result: _WalkthroughLike) -> None:
+        w = _as_numpy_2d(result.weights, "weights")
+        L_q, L_k = w.shape
+        extent = (-0.5, L_k - 0.5, L_q - 0.5, -0.5)
+        keep = np.ones(w.shape, dtype=bool)
+        self.artists.image.set_data(w)
+        self.artists.image.set_extent(extent)
+        self.ax.set_xlim(extent[0], extent[1])
+        self.ax.set_ylim(extent[2], extent[3])
+        for i, row in enumerate(self.artists.texts):
+            for j, text in enumerate(row):
+                text.set_visible(self.annotate and i < L_q and j < L_k)
+        if self.annotate:
+            shown = [row[:L_k] for row in self.artists.texts[:L_q]]
+            _fill_cells(HeatmapArtists(self.ax, self.artists.image, self.artists.overlay,
+                                       shown, None, None), w, keep)  # fmt: skip
+            for text in (t for row in shown for t in row):
+                text.set_fontsize(8)
+        for labels, tokens in ((self.key_labels, result.key_tokens),
+                               (self.query_labels, result.query_tokens)):  # fmt: skip
+            for n, label in enumerate(labels):
+                label.set_visible(n < len(tokens))
+                label.set_text(tokens[n] if n < len(tokens) else "")
+        source = "the French sentence" if result.mode == "cross" else "the same sentence"
+        self.ax.set_xlabel(f"key token j (attended to), from {source}", labelpad=20)
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        # No mask here: the overlay stays transparent and belongs to the background.
+        cells = [t for row in self.artists.texts for t in row] if self.annotate else []
+        return [self.artists.image, *cells, *self.key_labels, *self.query_labels]
+
+
+def plot_shape_walkthrough(result: _WalkthroughLike, *, annotate: bool = False) -> Figure:
+    """A static pyplot rendering of :class:`ShapeWalkthroughView` (end with ``plt.show()``).
+
+    Args:
+        result: e.g. ``attn_lib.experiments.shape_walkthrough(2, 7, None, 10, 6, 4)``;
+            its sizes must fit the default :class:`ShapeDiagramLimits`.
+        annotate: write each weight in its heatmap cell.
+
+    Returns:
+        The pyplot figure.
+
+    Raises:
+        ValueError: a size beyond the limits.
+
+    Source: article section 2.3.
+    """
+    fig = plt.figure()
+    view = ShapeWalkthroughView(fig, annotate=annotate)
+    view.update(result)
+    return fig
+
+
+def plot_shape_gallery(
+    results: Sequence[_WalkthroughLike], *, annotate: bool = True, suptitle: str | None = None
+) -> Figure:
+    """Several settings side by side: the attention diagram above the heatmap, to one scale.
+
+    Args:
+        results: e.g. a self- and a cross-attention
+            :func:`attn_lib.experiments.shape_walkthrough`; sizes within the default
+            :class:`ShapeDiagramLimits`.
+        annotate: write each weight in its heatmap cell.
+        suptitle: a title over all columns (default: none).
+
+    Returns:
+        A pyplot figure with one column per setting (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no results, or a size beyond the limits.
+
+    Source: article section 2.3; STYLE.md of this series (heatmap conventions).
+    """
+    if not results:
+        raise ValueError("give at least one result.")
+    limits = ShapeDiagramLimits()
+    s = ShapeWalkthroughView.scale
+    aw, ah = limits.attention_size
+    col_w, heat_h, title_h, top = aw * s + 0.35, 3.5, 0.6, 0.3 if suptitle else 0.05
+    width, height = col_w * len(results) + 0.2, top + title_h + ah * s + heat_h
+    fig = plt.figure(figsize=(width, height))
+
+    def rect(x0: float, y_top: float, w: float, h: float) -> list[float]:
+        return [x0 / width, 1 - (y_top + h) / height, w / width, h / height]
+
+    for n, result in enumerate(results):
+        x0 = 0.2 + n * col_w
+        ax = fig.add_axes(rect(x0, top + title_h, aw * s, ah * s))
+        ax.set_xlim(-0.3, aw)
+        ax.set_ylim(ah, -0.3)
+        ax.set_axis_off()
+        ax.set_title(result.title.replace(": ", ":\n", 1), loc="left", fontsize=11)
+        diagram = _AttentionDiagram(ax, limits)
+        diagram.update(result)
+        heat_ax = fig.add_axes(
+            rect(x0 + 1.0, top + title_h + ah * s + 0.3, min(aw * s - 1.6, 0.58 * limits.L_k),
+                 heat_h - 1.1)
+        )  # fmt: skip
+        heatmap = _SizedHeatmap(heat_ax, limits.L_q, limits.L_k, annotate=annotate)
+        heatmap.update(result)
+        heat_ax.set_title("the weights of batch element 0", fontsize=11)
+    if suptitle:
+        fig.suptitle(suptitle, x=0.01, ha="left", y=1 - 0.2 / height, va="center", fontsize=13)
+    return fig
+
+
+class _CostCurvesLike(Protocol):
+    L: torch.Tensor
+    projection_macs: torch.Tensor
+    attention_macs: torch.Tensor
+    score_matrix_bytes: torch.Tensor
+    crossover: float
+
+
+def _cost_array(t: torch.Tensor | np.ndarray) -> np.ndarray:
+    return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+
+
+_SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _power_of_ten_label(value: float, _position: object = None) -> str:
+    """'10³' for 1000 (plain text, no mathtext); '' for a value that is not a power of 10."""
+    if value <= 0:
+        return ""
+    exponent = round(float(np.log10(value)))
+    if abs(np.log10(value) - exponent) > 1e-9:
+        return ""
+    return "10" + str(exponent).translate(_SUPERSCRIPTS)
+
+
+def plot_attention_cost(
+    curves: _CostCurvesLike,
+    *,
+    qkv_bytes: torch.Tensor | np.ndarray | None = None,
+    title: str | None = None,
+    figsize: tuple[float, float] = (10.5, 4.2),
+) -> Figure:
+    """Multiply-adds and memory of single-head self-attention against L, log-log.
+
+    Left: the projections' multiply-adds (∝ L) and attention's (Q Kᵀ and weights @ V,
+    ∝ L²), with the crossover length marked. Right: the bytes of one L × L score
+    matrix (∝ L²), and, if given, of Q, K and V together (∝ L).
+
+    Args:
+        curves: :func:`attn_lib.experiments.cost_curves` (L, projection_macs,
+            attention_macs, score_matrix_bytes, crossover).
+        qkv_bytes: (n,) bytes of Q, K and V for each L, or None.
+        title: a title over both panels.
+        figsize: inches.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: Vaswani et al. 2017, Table 1; the cost model of attn_lib.experiments.attention_cost.
+    """
+    L = _cost_array(curves.L).astype(float)
+    projections = _cost_array(curves.projection_macs)
+    fig, (ax_w, ax_m) = plt.subplots(1, 2, figsize=figsize, layout="constrained")
+    ax_w.loglog(L, projections, color="tab:brown", linewidth=2,
+                label="projections x W_Q, x W_K, x W_V  (∝ L)")  # fmt: skip
+    ax_w.loglog(L, _cost_array(curves.attention_macs), color="tab:red", linewidth=2,
+                label="attention Q Kᵀ and weights V  (∝ L²)")  # fmt: skip
+    L_star = float(curves.crossover)
+    at_star = float(np.exp(np.interp(np.log(L_star), np.log(L), np.log(projections))))
+    ax_w.axvline(L_star, color="0.3", linestyle="--", linewidth=1)
+    ax_w.plot([L_star], [at_star], "o", color="black", markersize=6)
+    ax_w.annotate(f"crossover L = {L_star:g}", (L_star, at_star), xytext=(8, -16),
+                  textcoords="offset points", fontsize=10)  # fmt: skip
+    ax_w.set_xlabel("sequence length L (tokens)")
+    ax_w.set_ylabel("multiply-adds per sequence")
+    ax_w.set_title("work: attention overtakes the projections")
+    ax_w.legend(fontsize=9, loc="upper left")
+    mib = 2.0**20
+    ax_m.loglog(L, _cost_array(curves.score_matrix_bytes) / mib, color="tab:red", linewidth=2,
+                label="one L × L score matrix  (∝ L²)")  # fmt: skip
+    if qkv_bytes is not None:
+        ax_m.loglog(L, _cost_array(qkv_bytes) / mib, color="tab:brown", linewidth=2,
+                    label="Q, K and V together  (∝ L)")  # fmt: skip
+    ax_m.set_xlabel("sequence length L (tokens)")
+    ax_m.set_ylabel("memory (MiB)")
+    ax_m.set_title("memory held at once, per sequence")
+    ax_m.legend(fontsize=9, loc="upper left")
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
+    for ax in (ax_w, ax_m):
+        ax.grid(True, which="major", color="0.9")
+        # One tick per decade is enough to read slopes; the minor ticks of a log axis
+        # spanning many decades, and mathtext tick labels, cost most of the drawing time.
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_minor_locator(NullLocator())
+            axis.set_major_formatter(FuncFormatter(_power_of_ten_label))
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# Notebook 08: dropout on the weights, and a naive softmax overflowing (article 4.3)
+# ---------------------------------------------------------------------------
+
+DROPPED_EDGE = (0.85, 0.15, 0.15, 1.0)  # red dashed outline: a cell dropout touched
+_DROPPED_LEGEND = (
+    "red dashed outline = dropped: weight set to 0 (after softmax) or score set to 0 "
+    "(before softmax)"
+)
+_SUM_OFF_COLOR = (0.80, 0.40, 0.10, 1.0)  # a row sum that is not 1
+_SUM_ONE_COLOR = "0.55"
+_DROPOUT_SUMS_MAX = 2.6  # 1/(1 - p) at the slider's largest p = 0.6 is 2.5
+_NAIVE_COLOR = "0.62"
+_STABLE_COLOR = (0.16, 0.45, 0.56, 1.0)  # a blue-teal from viridis' middle
+_OVERFLOW_NAN_TEXT = (0.55, 0.0, 0.0, 1.0)
+
+
+class _DropoutLike(Protocol):
+    weights: torch.Tensor
+    dropped: torch.Tensor
+    row_sums: torch.Tensor
+    key_labels: tuple[str, ...]
+
+    @property
+    def title(self) -> str: ...
+
+
+class DropoutView:
+    """Weights of one dropout setting (dropped cells outlined) and their row sums, updatable.
+
+    The heatmap uses the series' colormap on 0–1 (a kept weight divided by 1 − p can
+    exceed 1: its cell shows the top colour and its number). The row sums are
+    horizontal bars on 0–2.6 with a dashed line at 1, orange when a sum is not 1.
+
+    Args:
+        fig: the figure (a plain Figure for a dashboard, a pyplot one for a cell).
+        L: number of queries and keys.
+        axes: (heatmap axes, row-sum axes) to draw into; None makes a 1 × 2 grid.
+        legend: add the figure legend explaining the outlines.
+
+    Source: article section 4.3; STYLE.md of this series.
+    """
+
+    def __init__(
+        self,
+        fig: Figure,
+        L: int,
+        *,
+        axes: tuple[Axes, Axes] | None = None,
+        legend: bool = True,
+    ) -> None:
+        from matplotlib.patches import Rectangle  # this section's own import
+
+        self.fig = fig
+        self.L = L
+        own_figure = axes is None  # a whole figure: the setting's title goes on top
+        if axes is None:
+            axes = tuple(fig.subplots(1, 2, width_ratios=[1.35, 1.0]))
+            engine = fig.get_layout_engine()
+            if engine is not None and "wspace" in engine.get():
+                # room between the colorbar's label and the row sums' y label
+                engine.set(wspace=0.12)
+        ax_w, ax_s = axes
+        self.heatmap = draw_attention_heatmap(
+            ax_w, np.zeros((L, L)), None, title="attention weights", mask_legend=False
+        )
+        self.outlines = [
+            [
+                ax_w.add_patch(
+                    Rectangle(
+                        (j - 0.44, i - 0.44), 0.88, 0.88, fill=False, edgecolor=DROPPED_EDGE,
+                        linestyle="--", linewidth=2.2, visible=False,
+                    )
+                )
+                for j in range(L)
+            ]
+            for i in range(L)
+        ]  # fmt: skip
+        positions = np.arange(L)
+        self.bars: BarContainer = ax_s.barh(positions, np.zeros(L), color=_SUM_ONE_COLOR, height=0.6)
+        self.one_line = ax_s.axvline(1.0, color="black", linestyle="--", linewidth=1)
+        ax_s.set_xlim(0.0, _DROPOUT_SUMS_MAX)
+        ax_s.set_xticks([0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
+        ax_s.set_ylim(L - 0.5, -0.5)  # row 0 at the top, as in the heatmap
+        ax_s.set_yticks(positions, [str(i) for i in positions])
+        ax_s.set_ylabel("query position i")
+        ax_s.set_xlabel("sum of row i's weights (--- = 1)")
+        ax_s.set_title("row sums")
+        self.sum_texts = [
+            ax_s.text(0.04, i, "", ha="left", va="center", color="black", fontsize=10)
+            for i in positions
+        ]
+        self.ax_sums = ax_s
+        self.legend = None
+        if legend:
+            self.legend = fig.legend(
+                handles=[
+                    Patch(fill=False, edgecolor=DROPPED_EDGE, linestyle="--", label=_DROPPED_LEGEND),
+                    Patch(facecolor=_SUM_OFF_COLOR, label="row sum ≠ 1"),
+                ],
+                loc="outside lower center", ncols=2, frameon=False, fontsize=9,
+            )  # fmt: skip
+        self.suptitle = fig.suptitle("") if own_figure else None
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order."""
+        cells = [t for row in self.heatmap.texts for t in row]
+        outlines = [r for row in self.outlines for r in row]
+        # The mask overlay stays fully transparent here (dropout is not a mask), so it can
+        # stay in the cached background.
+        artists = [
+            self.heatmap.image, *self.heatmap.ax.spines.values(), *cells,
+            *outlines, *self.bars.patches, self.one_line, *self.ax_sums.spines.values(),
+            *self.sum_texts,
+        ]  # fmt: skip
+        return artists + ([self.suptitle] if self.suptitle is not None else [])
+
+    def update(self, setting: _DropoutLike, title: str | None = None) -> None:
+        """Show a setting: weights (L, L), dropped (L, L), row_sums (L,), key_labels, title."""
+        update_attention_heatmap(self.heatmap, setting.weights, None, key_labels=setting.key_labels)
+        dropped = setting.dropped.detach().cpu().numpy()
+        for i, row in enumerate(self.outlines):
+            for j, rect in enumerate(row):
+                rect.set_visible(bool(dropped[i, j]))
+        sums = setting.row_sums.detach().cpu().numpy()
+        for bar, text, s in zip(self.bars.patches, self.sum_texts, sums, strict=True):
+            bar.set_width(float(s))
+            bar.set_facecolor(_SUM_OFF_COLOR if abs(float(s) - 1.0) > 1e-4 else _SUM_ONE_COLOR)
+            text.set_text(f"{s:.4f}")
+            text.set_x(float(s) + 0.04)  # just right of the bar's end
+        if self.suptitle is not None:
+            self.suptitle.set_text(setting.title if title is None else title)
+        else:
+            self.heatmap.ax.set_title(setting.title if title is None else title, fontsize=10)
+
+
+def plot_dropout_setting(
+    setting: _DropoutLike, figsize: tuple[float, float] = (8.4, 4.2)
+) -> Figure:
+    """A static pyplot rendering of one dropout setting, as the dashboard shows it.
+
+    Args:
+        setting: e.g. :func:`attn_lib.data.dropout_setting`.
+        figsize: inches.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: article section 4.3; STYLE.md of this series.
+    """
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    DropoutView(fig, setting.weights.shape[-1]).update(setting)
+    return fig
+
+
+def plot_dropout_gallery(
+    settings: Sequence[_DropoutLike],
+    *,
+    titles: Sequence[str] | None = None,
+    suptitle: str | None = None,
+    panel_width: float = 3.4,
+) -> Figure:
+    """Several dropout settings side by side: heatmaps on top, their row sums below.
+
+    Args:
+        settings: e.g. a few :func:`attn_lib.data.dropout_setting` results.
+        titles: one short title per column; default each setting's title.
+        suptitle: a title over all panels.
+        panel_width: width of one column in inches.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no settings, or titles of another length.
+
+    Source: article section 4.3; STYLE.md of this series.
+    """
+    if not settings:
+        raise ValueError("give at least one setting.")
+    n = len(settings)
+    titles = [s.title for s in settings] if titles is None else list(titles)
+    if len(titles) != n:
+        raise ValueError(f"titles has {len(titles)} entries for {n} settings.")
+    fig, axes = plt.subplots(
+        2, n, figsize=(panel_width * n + 0.6, 6.6), layout="constrained", squeeze=False,
+        height_ratios=[1.25, 1.0],
+    )  # fmt: skip
+    views = []
+    for col, setting in enumerate(settings):
+        view = DropoutView(fig, setting.weights.shape[-1], axes=(axes[0][col], axes[1][col]),
+                           legend=False)  # fmt: skip
+        view.heatmap.colorbar.remove()
+        view.update(setting, title=titles[col])
+        views.append(view)
+        if col:
+            axes[0][col].set_ylabel("")
+            axes[1][col].set_ylabel("")
+    cbar = fig.colorbar(views[0].heatmap.image, ax=list(axes[0]), fraction=0.02, pad=0.02)
+    cbar.set_label("attention weight (0 to 1)")
+    cbar.set_ticks(_CBAR_TICKS)
+    fig.legend(
+        handles=[
+            Patch(fill=False, edgecolor=DROPPED_EDGE, linestyle="--", label=_DROPPED_LEGEND),
+            Patch(facecolor=_SUM_OFF_COLOR, label="row sum ≠ 1"),
+        ],
+        loc="outside lower center", ncols=2, frameon=False, fontsize=9,
+    )  # fmt: skip
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+class _OverflowLike(Protocol):
+    largest: float
+    dtype: str
+    scores: torch.Tensor
+    naive: torch.Tensor
+    stable: torch.Tensor
+    threshold: float
+    sum_threshold: float
+    exp_largest: float
+
+    @property
+    def failure(self) -> str: ...
+
+
+class OverflowWeightsPanel:
+    """Naive and stable softmax weights of one row side by side; NaN drawn as a hatched bar.
+
+    Args:
+        ax: the axes.
+        n: number of keys.
+        ylabel: y axis label, or None.
+
+    Source: article section 4.3.
+    """
+
+    def __init__(self, ax: Axes, n: int, *, ylabel: str | None = "weight (0 to 1)") -> None:
+        self.ax = ax
+        x = np.arange(n)
+        self.naive = ax.bar(x - 0.2, np.zeros(n), width=0.38, color=_NAIVE_COLOR, edgecolor="0.3",
+                            label="naive: exp(x) / Σ exp(x)")  # fmt: skip
+        self.stable = ax.bar(x + 0.2, np.zeros(n), width=0.38, color=_STABLE_COLOR,
+                             edgecolor="0.3", label="max trick: exp(x − max) / Σ …")  # fmt: skip
+        self.nan_texts = [
+            ax.text(i - 0.2, 0.5, "", ha="center", va="center", rotation=90, fontsize=11,
+                    fontweight="bold", color=_OVERFLOW_NAN_TEXT)
+            for i in x
+        ]  # fmt: skip
+        self.note = ax.text(
+            0.97, 0.95, "", transform=ax.transAxes, ha="right", va="top", fontsize=9,
+            color=_OVERFLOW_NAN_TEXT, wrap=True,
+        )  # fmt: skip
+        ax.set_xticks(x, [f"key {i}" for i in x])
+        ax.set_ylim(0.0, 1.08)
+        ax.set_yticks([0.0, 0.25, 0.5, 0.75, 1.0])
+        if ylabel:
+            ax.set_ylabel(ylabel)
+        self.title = ax.set_title("")
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order."""
+        return [*self.naive.patches, *self.stable.patches, *self.nan_texts, self.note, self.title]
+
+    def update(self, result: _OverflowLike, title: str | None = None) -> None:
+        """Show the naive and stable weights of ``result``."""
+        naive = result.naive.detach().cpu().numpy()
+        stable = result.stable.detach().cpu().numpy()
+        for bar, text, w in zip(self.naive.patches, self.nan_texts, naive, strict=True):
+            if np.isnan(w):
+                bar.set_height(1.0)
+                bar.set(facecolor=NAN_FACE, edgecolor=NAN_EDGE, hatch="//")
+                text.set_text("NaN")
+            else:
+                bar.set_height(float(w))
+                bar.set(facecolor=_NAIVE_COLOR, edgecolor="0.3", hatch=None)
+                text.set_text("")
+        for bar, w in zip(self.stable.patches, stable, strict=True):
+            bar.set_height(float(w))
+        notes = {
+            "none": "",
+            "sum overflow": "naive: Σ exp(x) = inf,\nso every weight is 0",
+            "nan": "naive: exp(largest) = inf,\ninf / inf = NaN",
+        }
+        self.note.set_text(notes[result.failure])
+        if title is None:
+            title = f"{result.dtype}, largest score {result.largest:g}"
+        self.title.set_text(title)
+
+
+def _overflow_legend_handles() -> list[Patch]:
+    return [
+        Patch(facecolor=_NAIVE_COLOR, edgecolor="0.3", label="naive softmax: exp(x) / Σ exp(x)"),
+        Patch(facecolor=_STABLE_COLOR, edgecolor="0.3", label="max trick: exp(x − max) / Σ"),
+        Patch(facecolor=NAN_FACE, edgecolor=NAN_EDGE, hatch="//", label="NaN (inf / inf)"),
+    ]
+
+
+def overflow_title(result: _OverflowLike) -> str:
+    """A one-line verdict for a SoftmaxOverflow result, for figure titles.
+
+    Source: article section 4.3.
+    """
+    head = f"{result.dtype}, largest score {result.largest:g}: exp({result.largest:g}) = "
+    if result.failure == "nan":
+        return head + f"inf (above {result.threshold:.2f}), so the naive softmax gives NaN"
+    if result.failure == "sum overflow":
+        return head + (
+            f"{result.exp_largest:.3g}, but Σ exp overflows (above {result.sum_threshold:.2f}): "
+            f"naive weights all 0"
+        )
+    return head + f"{result.exp_largest:.3g}: both softmaxes agree"
+
+
+class SoftmaxOverflowView:
+    """One row of scores with the overflow threshold, and its naive and stable softmax.
+
+    Left: the scores as bars and a dashed red line at log(finfo(dtype).max), above
+    which exp overflows. Right: :class:`OverflowWeightsPanel`.
+
+    Args:
+        fig: an empty figure.
+        n: number of keys in the row.
+
+    Source: article section 4.3.
+    """
+
+    def __init__(self, fig: Figure, n: int) -> None:
+        self.fig = fig
+        ax_s, ax_w = fig.subplots(1, 2, width_ratios=[1.0, 1.35])
+        x = np.arange(n)
+        self.score_bars = ax_s.bar(x, np.zeros(n), width=0.6, color="0.45")
+        ax_s.axhline(0.0, color="black", linewidth=0.8)
+        self.threshold_line = ax_s.axhline(1.0, color=NAN_EDGE, linestyle="--", linewidth=1.5)
+        self.threshold_text = ax_s.text(
+            0.97, 1.0, "", ha="right", va="bottom", color=_OVERFLOW_NAN_TEXT, fontsize=9,
+            transform=ax_s.get_yaxis_transform(),  # x in axes fraction, y in score units
+        )
+        ax_s.set_xticks(x, [f"key {i}" for i in x])
+        ax_s.set_ylabel("score x (a logit)")
+        ax_s.set_title("one row of scores")
+        self.ax_scores = ax_s
+        self.zero_line = ax_s.lines[0]
+        self.weights = OverflowWeightsPanel(ax_w, n)
+        fig.legend(handles=_overflow_legend_handles(), loc="outside lower center", ncols=3,
+                   frameon=False, fontsize=9)  # fmt: skip
+        self.suptitle = fig.suptitle("", fontsize=11)
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order (the y limits aside)."""
+        return [
+            *self.score_bars.patches, self.zero_line, self.threshold_line, self.threshold_text,
+            *self.ax_scores.spines.values(), *self.weights.dynamic_artists, self.suptitle,
+        ]  # fmt: skip
+
+    @staticmethod
+    def score_top(result: _OverflowLike) -> float:
+        """Upper y limit of the scores panel: one of a few fixed levels (15, 30, 60, 120)."""
+        need = 1.15 * max(float(result.scores.float().max()), result.threshold)
+        return next((top for top in (15.0, 30.0, 60.0, 120.0) if need <= top), need)
+
+    def update(self, result: _OverflowLike) -> None:
+        """Show one :class:`attn_lib.experiments.SoftmaxOverflow` result."""
+        scores = result.scores.float().numpy()
+        for bar, s in zip(self.score_bars.patches, scores, strict=True):
+            bar.set_height(float(s))
+        top = self.score_top(result)
+        self.ax_scores.set_ylim(-(3.0 + 0.05 * top), top)  # the lowest score is ≥ -3
+        self.threshold_line.set_ydata([result.threshold, result.threshold])
+        self.threshold_text.set_y(result.threshold)
+        self.threshold_text.set_text(f"exp overflows above {result.threshold:.2f}")
+        self.weights.update(result, title="weights of this row")
+        self.suptitle.set_text(overflow_title(result))
+
+
+def plot_softmax_overflow(result: _OverflowLike, figsize: tuple[float, float] = (9.0, 4.0)) -> Figure:
+    """A static pyplot rendering of one overflow setting, as the dashboard shows it.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: article section 4.3.
+    """
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    SoftmaxOverflowView(fig, result.scores.shape[-1]).update(result)
+    return fig
+
+
+def plot_softmax_overflow_gallery(
+    results: Sequence[_OverflowLike], *, suptitle: str | None = None, panel_width: float = 2.7
+) -> Figure:
+    """Naive against stable softmax for several (dtype, largest score) settings.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: no results.
+
+    Source: article section 4.3.
+    """
+    if not results:
+        raise ValueError("give at least one result.")
+    n = len(results)
+    fig, axes = plt.subplots(1, n, figsize=(panel_width * n + 0.4, 3.5), layout="constrained",
+                             squeeze=False)  # fmt: skip
+    for i, (ax, result) in enumerate(zip(axes[0], results, strict=True)):
+        panel = OverflowWeightsPanel(ax, result.scores.shape[-1], ylabel=None if i else
+                                     "weight (0 to 1)")  # fmt: skip
+        panel.update(result)
+        ax.tick_params(axis="x", labelsize=8)
+    fig.legend(handles=_overflow_legend_handles(), loc="outside lower center", ncols=3,
+               frameon=False, fontsize=9)  # fmt: skip
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+__all__ += [  # notebook 08's public names, added to the list at the top
+    "DROPPED_EDGE",
+    "DropoutView",
+    "OverflowWeightsPanel",
+    "SoftmaxOverflowView",
+    "overflow_title",
+    "plot_dropout_gallery",
+    "plot_dropout_setting",
+    "plot_softmax_overflow",
+    "plot_softmax_overflow_gallery",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 09: does scaling matter in training? (article section 4.3)
+# ---------------------------------------------------------------------------
+
+from matplotlib.collections import PolyCollection  # this section's own imports, kept with it
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter as _PlainFormatter  # LogLocator etc.: above
+
+# One style per training setting, the same in every figure of notebook 09; the colours of
+# "scaled" and "unscaled" are notebook 03's "÷ √d_k" and "none" (Okabe-Ito palette).
+TRAINING_STYLES: dict[str, dict[str, str]] = {
+    "scaled": {"label": "scaled (÷√d_k)", "color": "#0072B2", "linestyle": "-"},
+    "unscaled": {"label": "unscaled", "color": "#D55E00", "linestyle": "--"},
+    "unscaled_init": {
+        "label": "unscaled, W_Q init ÷√d_k", "color": "#CC79A7", "linestyle": "-.",
+    },
+    "unscaled_reparam": {
+        "label": "unscaled, W_Q init and step ÷√d_k", "color": "#009E73", "linestyle": ":",
+    },
+}  # fmt: skip
+# Diverging colormap for vectors with signed entries (never ATTENTION_CMAP: that one is for
+# weights in [0, 1]).
+VECTOR_CMAP = "RdBu_r"
+# Further curves of a setting already shown (e.g. another learning rate): Okabe-Ito too.
+_EXTRA_COLORS = ("#E69F00", "#009E73", "#56B4E9")
+_LOSS_YLIM = (5e-4, 3.0)  # every smoothed-loss quantile of notebook 09 lies in this range
+_TARGET_EDGE = "black"
+
+
+class _RunLike(Protocol):
+    """What notebook 09's figures read from attn_lib.training.TrainingRun."""
+
+    setting: str
+    d_k: int
+    seeds: tuple[int, ...]
+    loss: torch.Tensor
+    entropy: torch.Tensor
+    grad_norm_q: torch.Tensor
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def n_seeds(self) -> int: ...
+
+    def band(self, what: str = "loss", quantiles: Sequence[float] = ..., *,
+             smooth: bool = True) -> torch.Tensor: ...  # fmt: skip
+
+    def smoothed_loss(self) -> torch.Tensor: ...
+
+    def steps_to_threshold(self) -> torch.Tensor: ...
+
+    def final_loss(self) -> torch.Tensor: ...
+
+
+class _ExperimentLike(Protocol):
+    settings: tuple[str, ...]
+    d_ks: tuple[int, ...]
+
+    def __getitem__(self, key: tuple[str, int]) -> _RunLike: ...
+
+
+def _training_style(setting: str) -> dict[str, str]:
+    if setting not in TRAINING_STYLES:
+        raise ValueError(f"setting must be one of {tuple(TRAINING_STYLES)}, got {setting!r}.")
+    return TRAINING_STYLES[setting]
+
+
+def _plain_log_y(ax: Axes) -> None:
+    """A log y axis labelled 0.001, 0.01, 0.1, 1 (plain numbers, no minor ticks).
+
+    Plain labels read more easily than 10⁻³ and skip mathtext, which made up half the cost
+    of drawing notebook 09's grid of panels.
+    """
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, numticks=10))
+    ax.yaxis.set_major_formatter(_PlainFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
+def _loss_axis(ax: Axes, threshold: float, baseline: float, *, labels: bool = True) -> None:
+    """Log-y loss axis with the threshold (dashed) and the uniform-weights baseline (dotted)."""
+    _plain_log_y(ax)
+    ax.set_ylim(*_LOSS_YLIM)
+    ax.axhline(baseline, color="0.35", linestyle=":", linewidth=1)
+    ax.axhline(threshold, color="black", linestyle="--", linewidth=1)
+    if labels:
+        ax.text(0.98, baseline, "uniform weights", transform=ax.get_yaxis_transform(),
+                fontsize=8, ha="right", va="bottom", color="0.3")  # fmt: skip
+        ax.text(0.98, threshold, "threshold", transform=ax.get_yaxis_transform(),
+                fontsize=8, ha="right", va="bottom", color="0.1")  # fmt: skip
+    ax.grid(alpha=0.3, which="major")
+
+
+def _stall_count(run: _RunLike, threshold: float, window: int) -> int:
+    return int((run.loss[-window:].mean(dim=0) > threshold).sum())
+
+
+def draw_loss_band(ax: Axes, run: _RunLike, *, label: str | None = None,
+                   emphasis: bool = True) -> list[Artist]:  # fmt: skip
+    """Draw one run's median smoothed loss and its interquartile band over seeds on ``ax``.
+
+    Args:
+        ax: axes (give them a log y axis, e.g. with the threshold lines of notebook 09).
+        run: a TrainingRun (S seeds): its ``band("loss")`` is drawn.
+        label: legend label; default the setting's label.
+        emphasis: a thick median and a shaded band (True), or a thin median only.
+
+    Returns:
+        The artists drawn (the band, if any, then the median line).
+
+    Source: notebook 09 of this series (median and IQR band: robust to the odd seed).
+    """
+    style = _training_style(run.setting)
+    band = run.band("loss").numpy()  # (3, steps)
+    t = np.arange(band.shape[1])
+    artists: list[Artist] = []
+    if emphasis:
+        artists.append(ax.fill_between(t, band[0], band[2], color=style["color"], alpha=0.2,
+                                       linewidth=0))  # fmt: skip
+    (line,) = ax.plot(t, band[1], color=style["color"], linestyle=style["linestyle"],
+                      linewidth=2.0 if emphasis else 1.0,
+                      label=style["label"] if label is None else label)  # fmt: skip
+    artists.append(line)
+    return artists
+
+
+def plot_retrieval_task(
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    values: torch.Tensor,
+    target: int,
+    *,
+    figsize: tuple[float, float] = (11.0, 4.6),
+) -> Figure:
+    """One retrieval task as a picture: the keys, the query, their dot products, the target.
+
+    Four panels: the L key contents (rows, entries in a diverging colormap), the query
+    under them (a noisy copy of key ``target``), the dot products query · key_i as bars
+    (the target's bar dark), and the L values with the target row outlined: the model
+    must output that row.
+
+    Args:
+        keys: (L, d_model) key contents.
+        query: (d_model,) the query.
+        values: (L, d_v) the values.
+        target: index of the key the query copies.
+        figsize: inches.
+
+    Returns:
+        A pyplot figure (end the cell with ``plt.show()``).
+
+    Raises:
+        ValueError: shapes that do not fit together, or a target outside [0, L).
+
+    Source: notebook 09 of this series (the task of attn_lib.training).
+    """
+    k, q, v = _vector(keys), _vector(query), _vector(values)
+    if k.ndim != 2 or q.shape != (k.shape[1],) or v.ndim != 2 or v.shape[0] != k.shape[0]:
+        raise ValueError(
+            f"expected keys (L, d_model), query (d_model,), values (L, d_v); got "
+            f"{k.shape}, {q.shape}, {v.shape}."
+        )
+    L = k.shape[0]
+    if not 0 <= target < L:
+        raise ValueError(f"target must be in [0, {L}), got {target}.")
+    top = float(max(np.abs(k).max(), np.abs(q).max(), np.abs(v).max()))
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    axd = fig.subplot_mosaic(
+        [["keys", "dots", "values"], ["query", "note", "values"]],
+        height_ratios=[L, 1.6], width_ratios=[1.0, 0.8, 1.0],
+    )  # fmt: skip
+    key_labels = [f"key {i}" for i in range(L)]
+    image = axd["keys"].imshow(k, cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
+    axd["keys"].set_yticks(range(L), key_labels)
+    axd["keys"].set_xticks([])
+    axd["keys"].set_title("key contents (one row per key)")
+    axd["query"].imshow(q[None, :], cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
+    axd["query"].set_yticks([0], ["query"])
+    axd["query"].set_xticks(range(k.shape[1]))
+    axd["query"].set_xlabel("feature (0 … d_model − 1)")
+    axd["query"].set_title(f"query: a noisy copy of key {target}", fontsize=10)
+    for name, width in (("keys", k.shape[1]), ("values", v.shape[1])):
+        axd[name].add_patch(Rectangle((-0.5, target - 0.5), width, 1.0, fill=False,
+                                      edgecolor=_TARGET_EDGE, linewidth=2.5))  # fmt: skip
+    dots = k @ q
+    colors = ["0.25" if i == target else "0.7" for i in range(L)]
+    axd["dots"].barh(range(L), dots, color=colors, height=0.6)
+    axd["dots"].axvline(0.0, color="black", linewidth=0.8)
+    axd["dots"].set_ylim(L - 0.5, -0.5)
+    axd["dots"].set_yticks(range(L), key_labels)
+    axd["dots"].set_xlabel("query · key content")
+    axd["dots"].set_title("similarity to the query")
+    axd["note"].axis("off")
+    axd["note"].text(0.5, 0.5, "dark bar: the matching key\noutlined row: the target",
+                     ha="center", va="center", fontsize=9)  # fmt: skip
+    axd["values"].imshow(v, cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
+    axd["values"].set_yticks(range(L), [f"value {i}" for i in range(L)])
+    axd["values"].set_xticks(range(v.shape[1]))
+    axd["values"].set_xlabel("entry (0 … d_v − 1)")
+    axd["values"].set_title(f"values: the target is value {target}")
+    cbar = fig.colorbar(image, ax=[axd["values"]], fraction=0.05, pad=0.02)
+    cbar.set_label("entry (signed)")
+    fig.suptitle("One retrieval task: find the key the query copies, return its value")
+    return fig
+
+
+def plot_loss_grid(
+    experiment: _ExperimentLike,
+    threshold: float,
+    baseline: float,
+    *,
+    window: int = 10,
+    panel_size: tuple[float, float] = (2.9, 2.1),
+) -> Figure:
+    """Median smoothed loss and its IQR band, one small panel per (setting, d_k).
+
+    Rows are the settings, columns the values of d_k; every panel has the same log y
+    axis, the threshold (dashed) and the uniform-weights loss (dotted), and says in its
+    corner how many runs ended above the threshold ("stalled k/S").
+
+    Args:
+        experiment: a ScalingExperiment.
+        threshold, baseline: the task's threshold and uniform-weights loss.
+        window: steps in the trailing mean used for "stalled" (the task's window).
+        panel_size: inches per panel.
+
+    Returns:
+        A pyplot figure.
+
+    Source: notebook 09 of this series.
+    """
+    rows, cols = len(experiment.settings), len(experiment.d_ks)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(panel_size[0] * cols + 0.6, panel_size[1] * rows + 0.8),
+        layout="constrained", sharex=True, sharey=True, squeeze=False,
+    )  # fmt: skip
+    for i, setting in enumerate(experiment.settings):
+        for j, d_k in enumerate(experiment.d_ks):
+            ax, run = axes[i][j], experiment[setting, d_k]
+            _loss_axis(ax, threshold, baseline, labels=(i == 0 and j == 0))
+            draw_loss_band(ax, run)
+            n = _stall_count(run, threshold, window)
+            ax.text(0.97, 0.04, f"stalled {n}/{run.n_seeds}", transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=9,
+                    color="#B00000" if n else "black")  # fmt: skip
+            if i == 0:
+                ax.set_title(f"d_k = {d_k}")
+            if i == rows - 1:
+                ax.set_xlabel("optimizer step")
+            if j == 0:
+                ax.set_ylabel(f"{_training_style(setting)['label']}\nloss (log scale)",
+                              fontsize=9)  # fmt: skip
+    fig.suptitle("Training loss over seeds: median (line) and interquartile band, "
+                 f"trailing mean over {window} steps")  # fmt: skip
+    return fig
+
+
+def plot_seed_curves(
+    runs: Sequence[_RunLike],
+    threshold: float,
+    baseline: float,
+    *,
+    window: int = 10,
+    panel_size: tuple[float, float] = (4.6, 3.3),
+) -> Figure:
+    """Every seed's smoothed loss curve, one panel per run, stalled seeds in red.
+
+    Args:
+        runs: TrainingRuns to show side by side.
+        threshold, baseline: the task's threshold and uniform-weights loss.
+        window: steps of the trailing mean (the task's window).
+        panel_size: inches per panel.
+
+    Returns:
+        A pyplot figure.
+
+    Raises:
+        ValueError: no runs.
+
+    Source: notebook 09 of this series (what "oscillates or stalls" looks like, seed by seed).
+    """
+    if not runs:
+        raise ValueError("give at least one run.")
+    n = len(runs)
+    fig, axes = plt.subplots(1, n, figsize=(panel_size[0] * n + 0.4, panel_size[1]),
+                             layout="constrained", sharey=True, squeeze=False)  # fmt: skip
+    for j, (ax, run) in enumerate(zip(axes[0], runs, strict=True)):
+        _loss_axis(ax, threshold, baseline, labels=(j == 0))
+        curves = run.smoothed_loss().numpy()  # (steps, S)
+        stalled = (run.loss[-window:].mean(dim=0) > threshold).numpy()
+        t = np.arange(curves.shape[0])
+        for s in range(curves.shape[1]):
+            ax.plot(t, curves[:, s], color="#B00000" if stalled[s] else "0.55",
+                    linewidth=1.1 if stalled[s] else 0.8, alpha=0.9)  # fmt: skip
+        ax.set_title(f"{_training_style(run.setting)['label']}, d_k = {run.d_k}: "
+                     f"{int(stalled.sum())}/{run.n_seeds} stalled", fontsize=10)  # fmt: skip
+        ax.set_xlabel("optimizer step")
+        if j == 0:
+            ax.set_ylabel("loss, one line per seed (log scale)")
+    fig.legend(
+        handles=[Line2D([], [], color="0.55", label="ends below the threshold"),
+                 Line2D([], [], color="#B00000", label="ends above it: stalled")],
+        loc="outside lower center", ncols=2, frameon=False, fontsize=9,
+    )  # fmt: skip
+    return fig
+
+
+def plot_training_diagnostics(
+    experiment: _ExperimentLike,
+    n_keys: int,
+    *,
+    window: int = 10,
+    panel_size: tuple[float, float] = (2.9, 2.4),
+) -> Figure:
+    """Median attention entropy and median W_Q gradient norm over training, per d_k.
+
+    Two rows of panels, one column per d_k, every setting of the experiment in its own
+    style: the entropy of the weight rows (nats; dotted line at log L, a uniform row)
+    and the Frobenius norm of ∂loss/∂W_Q (log scale), both medians over seeds of the
+    trailing mean over ``window`` steps.
+
+    Args:
+        experiment: a ScalingExperiment.
+        n_keys: L, for the log L reference line.
+        window: steps of the trailing mean.
+        panel_size: inches per panel.
+
+    Returns:
+        A pyplot figure.
+
+    Source: notebook 09 of this series; notebook 03 (entropy, gradient through softmax).
+    """
+    cols = len(experiment.d_ks)
+    figsize = (panel_size[0] * cols + 0.6, 2 * panel_size[1] + 1.0)
+    fig, axes = plt.subplots(2, cols, figsize=figsize, layout="constrained", sharex=True,
+                             sharey="row", squeeze=False)  # fmt: skip
+    for j, d_k in enumerate(experiment.d_ks):
+        ax_e, ax_g = axes[0][j], axes[1][j]
+        for setting in experiment.settings:
+            run, style = experiment[setting, d_k], _training_style(setting)
+            t = np.arange(run.steps)
+            kw = {"color": style["color"], "linestyle": style["linestyle"], "linewidth": 1.6}
+            ax_e.plot(t, run.band("entropy", (0.5,))[0].numpy(), label=style["label"], **kw)
+            ax_g.plot(t, run.band("grad_norm_q", (0.5,))[0].numpy(), **kw)
+        ax_e.axhline(np.log(n_keys), color="0.35", linestyle=":", linewidth=1)
+        ax_e.set_ylim(0.0, np.log(n_keys) * 1.12)
+        ax_e.set_title(f"d_k = {d_k}")
+        _plain_log_y(ax_g)
+        ax_g.set_xlabel("optimizer step")
+        for ax in (ax_e, ax_g):
+            ax.grid(alpha=0.3)
+    axes[0][0].text(0.03, np.log(n_keys), f"uniform: log {n_keys}",
+                    transform=axes[0][0].get_yaxis_transform(), fontsize=8, ha="left",
+                    va="bottom", color="0.3")  # fmt: skip
+    axes[0][0].set_ylabel("entropy of a row (nats)")
+    axes[1][0].set_ylabel("‖∂loss/∂W_Q‖ (log scale)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False,
+               fontsize=9)  # fmt: skip
+    fig.suptitle(f"Medians over seeds (trailing mean over {window} steps): entropy of the "
+                 "weights and size of W_Q's gradient")  # fmt: skip
+    return fig
+
+
+def plot_loss_bands(
+    curves: Sequence[tuple[str, _RunLike]],
+    threshold: float,
+    baseline: float,
+    *,
+    title: str = "",
+    figsize: tuple[float, float] = (7.0, 3.8),
+) -> Figure:
+    """Several runs' median loss and IQR band on one log axis, each with its own label.
+
+    Args:
+        curves: (label, TrainingRun) pairs; the run's setting chooses colour and line
+            style, so give runs of different settings, or different labels.
+        threshold, baseline: the task's threshold and uniform-weights loss.
+        title: axes title.
+        figsize: inches.
+
+    Returns:
+        A pyplot figure.
+
+    Raises:
+        ValueError: no curves.
+
+    Source: notebook 09 of this series.
+    """
+    if not curves:
+        raise ValueError("give at least one (label, run) pair.")
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    _loss_axis(ax, threshold, baseline)
+    seen: dict[str, int] = {}
+    for label, run in curves:
+        artists = draw_loss_band(ax, run, label=label)
+        count = seen.get(run.setting, 0)
+        if count:  # another curve of a setting already drawn: its own colour and dots
+            color = _EXTRA_COLORS[(count - 1) % len(_EXTRA_COLORS)]
+            artists[-1].set_color(color)
+            artists[-1].set_linestyle(":")
+            if len(artists) > 1:
+                artists[0].set_color(color)
+        seen[run.setting] = count + 1
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss (log scale)")
+    ax.set_title(title)
+    ax.legend(loc="lower left", fontsize=9, frameon=True)
+    return fig
+
+
+class _OverviewLike(Protocol):
+    setting: str
+    d_k: int
+    steps: int
+    loss_band: torch.Tensor
+    medians: dict[str, torch.Tensor]
+    seed: int
+    weights: torch.Tensor
+    threshold: float
+    baseline: float
+
+    @property
+    def title(self) -> str: ...
+
+
+class RunOverviewView:
+    """Loss curves of every setting at one d_k (the chosen one with its IQR band) beside
+    the learned weights of its median seed; updatable in place.
+
+    Args:
+        fig: an empty figure (a plain Figure for a dashboard, a pyplot one for a cell).
+        settings: the settings that may be shown (each gets a median line).
+        steps: steps per run.
+        n_keys: L (the heatmap is L × L).
+        threshold, baseline: the task's threshold and uniform-weights loss.
+
+    Source: notebook 09 of this series.
+    """
+
+    def __init__(self, fig: Figure, settings: Sequence[str], steps: int, n_keys: int,
+                 threshold: float, baseline: float) -> None:  # fmt: skip
+        self.fig = fig
+        self.settings = tuple(settings)
+        ax_loss, ax_w = fig.subplots(1, 2, width_ratios=[1.25, 1.0])
+        _loss_axis(ax_loss, threshold, baseline)
+        # The threshold and baseline lines and their labels are redrawn over the curves, and
+        # the band lies above the grid: a blitted update then equals a full redraw.
+        self.reference_lines, self.reference_texts = list(ax_loss.lines), list(ax_loss.texts)
+        for line in self.reference_lines:
+            line.set_zorder(2.5)
+        ax_loss.set_xlim(0, steps - 1)
+        ax_loss.set_xlabel("optimizer step")
+        ax_loss.set_ylabel("loss (log scale)")
+        self.t = np.arange(steps)
+        zeros = np.full(steps, _LOSS_YLIM[0])
+        self.band = PolyCollection([np.zeros((2 * steps, 2))], alpha=0.2, linewidths=0,
+                                   zorder=1.6)  # fmt: skip
+        ax_loss.add_collection(self.band)
+        self.lines: dict[str, Line2D] = {}
+        for s in self.settings:
+            style = _training_style(s)
+            (self.lines[s],) = ax_loss.plot(self.t, zeros, color=style["color"],
+                                            linestyle=style["linestyle"],
+                                            label=style["label"])  # fmt: skip
+        self.legend = ax_loss.legend(loc="lower right", fontsize=8, frameon=True)
+        self.loss_title = ax_loss.set_title("")
+        self.ax_loss = ax_loss
+        # No numbers in the cells: trained weights are 0 or 1 almost everywhere, the colours
+        # say it, and 64 texts would triple the cost of an update.
+        self.heatmap = draw_attention_heatmap(
+            ax_w, np.zeros((n_keys, n_keys)), None, title="", mask_legend=False,
+            key_labels=[str(i) for i in range(n_keys)], annotate=False,
+        )  # fmt: skip
+        ax_w.set_ylabel("query i (a noisy copy of key i)")
+        ax_w.set_xlabel("key j (right answer: j = i, the diagonal)")
+        self.suptitle = fig.suptitle("")
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The artists :meth:`update` changes, in drawing order, with the ones that must stay
+        on top of them (reference lines, spines, labels, legend)."""
+        return [
+            self.band, *self.lines.values(), *self.reference_lines,
+            *self.ax_loss.spines.values(), *self.reference_texts, self.loss_title, self.legend,
+            self.heatmap.image, *self.heatmap.ax.spines.values(), self.heatmap.ax.title,
+            self.suptitle,
+        ]  # fmt: skip
+
+    def update(self, overview: _OverviewLike) -> None:
+        """Show one RunOverview (from :func:`attn_lib.training.run_overview`)."""
+        band = overview.loss_band.numpy()  # (3, steps)
+        lower, upper = np.clip(band[0], *_LOSS_YLIM), np.clip(band[2], *_LOSS_YLIM)
+        verts = np.concatenate([np.stack([self.t, lower], 1), np.stack([self.t, upper], 1)[::-1]])
+        self.band.set_verts([verts])
+        self.band.set_facecolor(_training_style(overview.setting)["color"])
+        for s, line in self.lines.items():
+            chosen = s == overview.setting
+            line.set_ydata(overview.medians[s].numpy())
+            line.set_linewidth(2.4 if chosen else 1.0)
+            line.set_alpha(1.0 if chosen else 0.45)
+        self.loss_title.set_text(f"d_k = {overview.d_k}: median loss of each setting;\n"
+                                 f"band = interquartile range of the chosen one")  # fmt: skip
+        update_attention_heatmap(
+            self.heatmap, overview.weights,
+            title=f"learned weights, median seed (seed {overview.seed})",
+        )  # fmt: skip
+        self.suptitle.set_text(overview.title)
+
+
+def plot_run_overview(overview: _OverviewLike, settings: Sequence[str], n_keys: int, *,
+                      figsize: tuple[float, float] = (11.0, 4.4)) -> Figure:  # fmt: skip
+    """A static pyplot rendering of :class:`RunOverviewView` (notebook 09's dashboard).
+
+    Args:
+        overview: from :func:`attn_lib.training.run_overview`.
+        settings: the settings drawn as median lines (those of the experiment).
+        n_keys: L.
+        figsize: inches.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: notebook 09 of this series.
+    """
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    view = RunOverviewView(fig, settings, overview.steps, n_keys, overview.threshold,
+                           overview.baseline)  # fmt: skip
+    view.update(overview)
+    return fig
+
+
+def plot_learned_weights(
+    panels: Sequence[tuple[torch.Tensor, str]],
+    *,
+    suptitle: str | None = None,
+    panel_size: float = 2.9,
+) -> Figure:
+    """Learned weights on notebook 09's evaluation example, side by side, one 0–1 colorbar.
+
+    Like :func:`plot_attention_gallery`, without numbers in the cells (trained weights are
+    0 or 1 almost everywhere; the colours say it, as in the dashboard), and with the axes
+    named for the example: query i is a noisy copy of key i, so the right answer is the
+    diagonal.
+
+    Args:
+        panels: (weights (L, L), title) per panel.
+        suptitle: a title over all panels.
+        panel_size: width of one panel in inches.
+
+    Returns:
+        A pyplot figure.
+
+    Raises:
+        ValueError: no panels, or weights that are not 2-D.
+
+    Source: notebook 09 of this series; STYLE.md (queries on y, keys on x, 0–1 colorbar).
+    """
+    if not panels:
+        raise ValueError("give at least one panel.")
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(panel_size * n + 1.0, panel_size + 0.9),
+                             layout="constrained", squeeze=False)  # fmt: skip
+    drawn = []
+    for j, (ax, (weights, title)) in enumerate(zip(axes[0], panels, strict=True)):
+        drawn.append(draw_attention_heatmap(ax, weights, None, title=title, colorbar=False,
+                                            annotate=False, mask_legend=False))  # fmt: skip
+        ax.set_xlabel("key j")
+        ax.set_ylabel("query i (copies key i)" if j == 0 else "")
+    cbar = fig.colorbar(drawn[0].image, ax=list(axes[0]), fraction=0.02, pad=0.02)
+    cbar.set_label("attention weight (0 to 1)")
+    cbar.set_ticks(_CBAR_TICKS)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+__all__ += [  # notebook 09's public names, added to the list at the top
+    "TRAINING_STYLES",
+    "VECTOR_CMAP",
+    "RunOverviewView",
+    "draw_loss_band",
+    "plot_learned_weights",
+    "plot_loss_bands",
+    "plot_loss_grid",
+    "plot_retrieval_task",
+    "plot_run_overview",
+    "plot_seed_curves",
+    "plot_training_diagnostics",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 10: what attention costs — memory and time against L, the chunked walk
+# ---------------------------------------------------------------------------
+
+import math  # this section's own imports, kept with it
+
+from matplotlib.collections import LineCollection
+from matplotlib.ticker import FixedLocator, FuncFormatter  # (NullLocator: imported above)
+
+from .experiments import (
+    COST_LENGTHS,
+    MEMORY_METHOD_LABELS,
+    MEMORY_METHODS,
+    WALK_L,
+    WALK_PADDING,
+    AttentionTimings,
+    MemorySetting,
+    MemoryTable,
+    OnlineSoftmaxWalk,
+    format_bytes,
+)
+
+# One colour per method in every figure of notebook 10 (Okabe-Ito palette).
+COST_COLORS = {
+    "naive": "#D55E00",  # attn_lib's plain path: the L × L matrices
+    "attn_lib": "#D55E00",
+    "chunked": "#0072B2",
+    "tiled": "#009E73",
+    "SDPA": "#555555",
+}
+_BYTES_LIM = (2.0**8, 2.0**30)  # every memory figure of the dashboard's grids lies inside
+_BYTES_TICKS = [2.0**e for e in (10, 15, 20, 25, 30)]
+_WALK_DONE, _WALK_NOW, _WALK_LATER = "#56B4E9", "#E69F00", "#DDDDDD"
+_MONO = "DejaVu Sans Mono"
+
+
+def _bytes_tick(value: float, _position: object = None) -> str:
+    """'1 KiB', '32 MiB', '1 GiB' for powers of two; '' otherwise."""
+    if value <= 0 or abs(math.log2(value) - round(math.log2(value))) > 1e-9:
+        return ""
+    return format_bytes(value).replace(".0 ", " ")
+
+
+def _keys(start: int, stop: int) -> str:
+    """'keys 4–7', or 'key 4' for a block of one key."""
+    return f"key {start}" if stop - start == 1 else f"keys {start}–{stop - 1}"
+
+
+def _bytes_axis(axis: object) -> None:
+    axis.set_major_locator(FixedLocator(_BYTES_TICKS))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(_bytes_tick))
+
+
+def _length_axis(ax: Axes, lengths: Sequence[int]) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator([float(n) for n in lengths]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(n) for n in lengths])
+    ax.set_xlabel("sequence length L = L_q = L_k (tokens)")
+
+
+def _fmt(x: float) -> str:
+    """4 decimals, with −∞ for -inf (the running max before any allowed key)."""
+    return "−∞" if x == -math.inf else f"{x:.4f}"
+
+
+def walk_step_text(walk: OnlineSoftmaxWalk, step: int) -> str:
+    """The numbers of one step of the walk, as the dashboard's text panel shows them.
+
+    Args:
+        walk: from :func:`attn_lib.experiments.online_softmax_walk`.
+        step: 0-based index of the key block.
+
+    Returns:
+        A few lines: m_old, the block max, m, r = exp(m_old − m), Σ p and l, with a
+        sentence when the guard is what keeps NaN out.
+    """
+    s = walk.states[step]
+    l_old = walk.l_before(step)
+    lines = [
+        f"block {step + 1} of {walk.n_steps}: {_keys(s.start, s.stop)}",
+        f"m_old     = {_fmt(s.m_old):>8}  max so far",
+        f"block max = {_fmt(s.block_max):>8}",
+        f"m         = {_fmt(s.m):>8}  the larger",
+        f"r         = {s.rescale:>8.4f}  exp(m_old − m)",
+        f"Σ p       = {float(s.p.sum()):>8.4f}  Σ exp(s − m)",
+        f"l_old     = {l_old:>8.4f}",
+        f"l         = {s.l:>8.4f}  r·l_old + Σ p",
+        "acc       = r·acc_old + p·V_block",
+    ]
+    if s.m == -math.inf:
+        lines += ["", "No allowed key yet: m_old = m = −∞, and", "exp(−∞ − (−∞)) would be NaN.",
+                  "The guard subtracts 0 instead: r = p = 0,", "l and acc stay 0."]  # fmt: skip
+    elif s.m_old == -math.inf:
+        lines += ["", "First allowed keys: r = exp(−∞) = 0", "(nothing was summed before)."]
+    elif s.block_max == -math.inf:
+        lines += ["", "Every key of this block is blocked:", "p = 0, nothing changes."]
+    elif s.m > s.m_old:
+        lines += ["", "The max rose: the old l and acc", f"shrink by r = {s.rescale:.4f}."]
+    else:
+        lines += ["", "The max did not change: r = 1."]
+    return "\n".join(lines)
+
+
+class ChunkedAttentionView:
+    """Memory of three attention methods, and the online softmax walking over key blocks.
+
+    Top left: peak intermediate bytes against L (log-log) for the naive path (scores and
+    weights), the chunked path (all queries, one key block) and the chunked path with
+    query blocks, current L marked. Top right: the three at the current L, as bars.
+    Bottom: the walk example's query row — its 16 scaled scores with the blocks done,
+    the current block and the blocks to come, the running max before and after; the
+    numbers of the step; and the running output acc / l against the final output.
+
+    Args:
+        fig: the figure to draw into (a dashboard's, or a pyplot figure).
+
+    Source: attn_lib.chunked (the recurrence); notebook 10 of this series.
+    """
+
+    def __init__(self, fig: Figure) -> None:
+        self.fig = fig
+        grid = fig.add_gridspec(2, 10, height_ratios=[1.0, 1.1])
+        self.ax_mem = fig.add_subplot(grid[0, :5])
+        self.ax_bars = fig.add_subplot(grid[0, 5:])
+        self.ax_scores = fig.add_subplot(grid[1, :5])
+        self.ax_text = fig.add_subplot(grid[1, 5:8])
+        self.ax_out = fig.add_subplot(grid[1, 8:])
+        self._build_memory()
+        self._build_walk()
+        self.suptitle = fig.suptitle(" ", fontsize=12)
+
+    # -- memory --------------------------------------------------------------------------
+    def _build_memory(self) -> None:
+        ax = self.ax_mem
+        L = [float(n) for n in COST_LENGTHS]
+        self.mem_lines = {m: ax.plot(L, L, color=COST_COLORS[m], marker="o", markersize=3,
+                                     linewidth=2, label=MEMORY_METHOD_LABELS[m])[0]
+                          for m in MEMORY_METHODS}  # fmt: skip
+        self.mem_marks = {m: ax.plot([L[0]], [L[0]], "o", color=COST_COLORS[m], markersize=8,
+                                     markeredgecolor="black")[0] for m in MEMORY_METHODS}  # fmt: skip
+        self.mem_vline = ax.axvline(L[0], color="0.4", linestyle=":", linewidth=1)
+        ax.set_yscale("log", base=2)
+        ax.set_ylim(*_BYTES_LIM)
+        _bytes_axis(ax.yaxis)
+        _length_axis(ax, COST_LENGTHS)
+        ax.set_ylabel("bytes held at once")
+        ax.set_title("intermediate memory against L (float32, one sequence)", fontsize=10)
+        ax.grid(True, color="0.92")
+        ax.legend(fontsize=8, loc="upper left", handlelength=1.5)
+
+        ax = self.ax_bars
+        y = np.arange(len(MEMORY_METHODS))
+        self.bars = ax.barh(y, [1.0] * len(y), left=_BYTES_LIM[0],
+                            color=[COST_COLORS[m] for m in MEMORY_METHODS], height=0.6)  # fmt: skip
+        self.bar_texts = [ax.text(1.0, i, "", va="center", ha="left", fontsize=9) for i in y]
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(_BYTES_LIM[0], 2.0**33)  # room for the labels right of the bars
+        _bytes_axis(ax.xaxis)
+        ax.set_yticks(y, ["naive\nscores + weights", "chunked\nall queries",
+                          "chunked\nquery blocks"], fontsize=9)  # fmt: skip
+        ax.invert_yaxis()
+        ax.set_xlabel("bytes held at once (log scale)")
+        self.bars_title = ax.set_title(" ", fontsize=10)
+        ax.grid(True, axis="x", color="0.92")
+
+    def _update_memory(self, setting: MemorySetting) -> None:
+        L = float(setting.L)
+        for m in MEMORY_METHODS:
+            self.mem_lines[m].set_ydata(setting.table.bytes(m).numpy())
+            self.mem_marks[m].set_data([L], [float(setting.at[m])])
+        self.mem_vline.set_xdata([L, L])
+        for bar, text, m in zip(self.bars.patches, self.bar_texts, MEMORY_METHODS, strict=True):
+            nbytes = float(setting.at[m])
+            bar.set_width(nbytes - _BYTES_LIM[0])
+            text.set_x(nbytes * 1.3)
+            text.set_text(format_bytes(nbytes))
+        share = setting.at["chunked"] / setting.at["naive"]
+        self.bars_title.set_text(f"at L = {setting.L}: chunked holds {100 * share:.1f} % "
+                                 f"of naive")  # fmt: skip
+
+    # -- walk ----------------------------------------------------------------------------
+    def _build_walk(self) -> None:
+        from .experiments import walk_example
+
+        ex = walk_example()
+        finite = ex.scores[ex.keep]
+        keys = np.arange(WALK_L)
+        ax = self.ax_scores
+        heights = np.where(ex.keep.numpy(), ex.scores.numpy(), 0.0)
+        self.score_bars = ax.bar(keys, heights, color=_WALK_LATER, edgecolor="0.5",
+                                 linewidth=0.5, width=0.8)  # fmt: skip
+        for j in range(WALK_PADDING):  # blocked keys: the series' masked mark, drawn once
+            ax.text(j, 0.0, MASKED_MARK, ha="center", va="center", fontsize=13, color="0.35")
+        lo, hi = float(finite.min()), float(finite.max())
+        ax.set_ylim(lo - 0.4, hi + 1.6)  # room above for the legend
+        ax.set_xlim(-0.6, WALK_L - 0.4)
+        ax.axhline(0.0, color="0.6", linewidth=0.8)
+        self.boundaries = LineCollection([], colors="0.25", linestyles=":", linewidths=1)
+        ax.add_collection(self.boundaries)
+        from matplotlib.patches import Rectangle as _Rectangle
+        from matplotlib.transforms import blended_transform_factory
+
+        # The current block's column band (visible even when all its keys are blocked).
+        self.block_span = _Rectangle((0.0, 0.0), 1.0, 1.0, color=_WALK_NOW, alpha=0.18,
+                                     linewidth=0, zorder=0.5,
+                                     transform=blended_transform_factory(ax.transData,
+                                                                         ax.transAxes))  # fmt: skip
+        ax.add_patch(self.block_span)
+        (self.m_line,) = ax.plot([], [], color="#CC0000", linewidth=2)
+        (self.m_old_line,) = ax.plot([], [], color="#CC0000", linewidth=1.2, linestyle="--",
+                                     alpha=0.6)  # fmt: skip
+        ax.set_xticks(keys)
+        ax.set_xlabel(f"key j (keys 0–{WALK_PADDING - 1} are padding: blocked, {MASKED_MARK})")
+        ax.set_ylabel("scaled score q·k_j / √d_k")
+        self.scores_title = ax.set_title(" ", fontsize=10)
+        handles = [Patch(color=_WALK_DONE, label="blocks done"),
+                   Patch(color=_WALK_NOW, label="this block"),
+                   Patch(facecolor=_WALK_LATER, edgecolor="0.5", label="blocks to come"),
+                   Line2D([], [], color="#CC0000", linewidth=2, label="running max m"),
+                   Line2D([], [], color="#CC0000", linestyle="--", alpha=0.6,
+                          label="m before this block")]  # fmt: skip
+        ax.legend(handles=handles, fontsize=7.5, loc="upper left", ncol=3, handlelength=1.6)
+
+        ax = self.ax_text
+        ax.set_axis_off()
+        self.step_text = ax.text(0.0, 1.0, "", family=_MONO, fontsize=8, va="top", ha="left",
+                                 transform=ax.transAxes)  # fmt: skip
+        self.step_text.set_in_layout(False)  # its length varies; the panel is sized for it
+
+        ax = self.ax_out
+        comps = np.arange(ex.output.numel())
+        self.out_bars = ax.bar(comps, np.zeros(len(comps)), color=_WALK_DONE, width=0.6)
+        ax.hlines(ex.output.numpy(), comps - 0.4, comps + 0.4, colors="black", linewidth=2)
+        everything = [ex.output] + [s.output for b in (1, 2, 4, 8, 16)
+                                    for s in _walk_states(b)]  # fmt: skip
+        top = float(torch.stack(everything).abs().max())
+        ax.set_ylim(-1.15 * top, 1.15 * top)
+        ax.axhline(0.0, color="0.6", linewidth=0.8)
+        ax.set_xticks(comps, [str(int(c)) for c in comps])
+        ax.set_xlabel("output component")
+        self.out_title = ax.set_title(" ", fontsize=9)
+
+    def _update_walk(self, walk: OnlineSoftmaxWalk, step: int) -> None:
+        s = walk.states[step]
+        keep = walk.example.keep
+        for j, bar in enumerate(self.score_bars.patches):
+            color = _WALK_DONE if j < s.start else _WALK_NOW if j < s.stop else _WALK_LATER
+            bar.set_facecolor(color if keep[j] else (0, 0, 0, 0))
+        self.block_span.set_x(s.start - 0.5)
+        self.block_span.set_width(s.stop - s.start)
+        edges = [st.start - 0.5 for st in walk.states[1:]]
+        y0, y1 = self.ax_scores.get_ylim()
+        self.boundaries.set_segments([[(x, y0), (x, y1)] for x in edges])
+        if s.m > -math.inf:
+            self.m_line.set_data([-0.45, s.stop - 0.55], [s.m, s.m])
+        else:
+            self.m_line.set_data([], [])
+        if s.m_old > -math.inf:
+            self.m_old_line.set_data([-0.45, s.start - 0.55], [s.m_old, s.m_old])
+        else:
+            self.m_old_line.set_data([], [])
+        self.scores_title.set_text(f"the walk: step {step + 1} of {walk.n_steps}, "
+                                   f"{_keys(s.start, s.stop)} (blocks of {walk.block_size})")  # fmt: skip
+        self.step_text.set_text(walk_step_text(walk, step))
+        for bar, value in zip(self.out_bars.patches, s.output.tolist(), strict=True):
+            bar.set_height(value)
+        self.out_title.set_text(f"running output acc / l\n(bars); final: black\n"
+                                f"largest gap {float(walk.gaps[step]):.4f}")  # fmt: skip
+
+    def update(self, setting: MemorySetting, walk: OnlineSoftmaxWalk, step: int) -> None:
+        """Show a memory setting and step ``step`` (0-based) of a walk."""
+        if not 0 <= step < walk.n_steps:
+            raise ValueError(f"step must be in 0 … {walk.n_steps - 1}, got {step}.")
+        self._update_memory(setting)
+        self._update_walk(walk, step)
+        self.suptitle.set_text(setting.title)
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """Everything an update changes, for :class:`BlitRenderer`."""
+        return [
+            *self.mem_lines.values(), *self.mem_marks.values(), self.mem_vline,
+            *self.bars.patches, *self.bar_texts, self.bars_title,
+            self.block_span, *self.score_bars.patches, self.boundaries, self.m_line,
+            self.m_old_line,
+            self.scores_title, self.step_text, *self.out_bars.patches, self.out_title,
+            self.suptitle,
+        ]  # fmt: skip
+
+
+def _walk_states(block_size: int) -> tuple:
+    from .experiments import online_softmax_walk
+
+    return online_softmax_walk(block_size).states
+
+
+def plot_chunked_setting(
+    setting: MemorySetting,
+    walk: OnlineSoftmaxWalk,
+    step: int,
+    figsize: tuple[float, float] = (11.0, 7.2),
+) -> Figure:
+    """A static pyplot rendering of one setting of the chunked-attention dashboard.
+
+    Args:
+        setting: :func:`attn_lib.experiments.memory_setting`.
+        walk: :func:`attn_lib.experiments.online_softmax_walk` (e.g. at setting.walk_block).
+        step: 0-based block index of the walk.
+        figsize: inches.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: notebook 10 of this series.
+    """
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    ChunkedAttentionView(fig).update(setting, walk, step)
+    return fig
+
+
+def plot_walk_gallery(
+    walk: OnlineSoftmaxWalk,
+    steps: Sequence[int] | None = None,
+    *,
+    panel_size: tuple[float, float] = (2.6, 4.6),
+) -> Figure:
+    """The walk's steps side by side: scores with the running max, and the running output.
+
+    Args:
+        walk: :func:`attn_lib.experiments.online_softmax_walk`.
+        steps: 0-based steps to show (default all, at most 8).
+        panel_size: inches per column.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: notebook 10 of this series; Milakov & Gimelshein 2018.
+    """
+    steps = list(range(min(walk.n_steps, 8))) if steps is None else list(steps)
+    ex = walk.example
+    n = len(steps)
+    fig, axes = plt.subplots(2, n, figsize=(panel_size[0] * n, panel_size[1]), squeeze=False,
+                             layout="constrained", height_ratios=[1.3, 1.0])  # fmt: skip
+    keys = np.arange(WALK_L)
+    finite = ex.scores[ex.keep]
+    top = float(torch.stack([ex.output] + [s.output for s in walk.states]).abs().max())
+    for col, step in enumerate(steps):
+        s = walk.states[step]
+        ax = axes[0, col]
+        colors = [(0, 0, 0, 0) if not ex.keep[j] else _WALK_DONE if j < s.start
+                  else _WALK_NOW if j < s.stop else _WALK_LATER for j in keys]  # fmt: skip
+        ax.bar(keys, np.where(ex.keep.numpy(), ex.scores.numpy(), 0.0), color=colors,
+               edgecolor="0.5", linewidth=0.5, width=0.8)  # fmt: skip
+        for j in range(WALK_PADDING):
+            ax.text(j, 0.0, MASKED_MARK, ha="center", va="center", fontsize=11, color="0.35")
+        if s.m > -math.inf:
+            ax.plot([-0.45, s.stop - 0.55], [s.m, s.m], color="#CC0000", linewidth=2)
+        ax.set_ylim(float(finite.min()) - 0.4, float(finite.max()) + 0.6)
+        ax.set_xticks([0, 5, 10, 15])
+        ax.set_title(f"step {step + 1}: {_keys(s.start, s.stop)}\nm = {_fmt(s.m)}, "
+                     f"r = {s.rescale:.2f}", fontsize=9)  # fmt: skip
+        ax.set_xlabel("key j", fontsize=8)
+        ax = axes[1, col]
+        comps = np.arange(ex.output.numel())
+        ax.bar(comps, s.output.numpy(), color=_WALK_DONE, width=0.6)
+        ax.hlines(ex.output.numpy(), comps - 0.4, comps + 0.4, colors="black", linewidth=2)
+        ax.axhline(0.0, color="0.6", linewidth=0.8)
+        ax.set_ylim(-1.15 * top, 1.15 * top)
+        ax.set_xticks(comps)
+        ax.set_title(f"acc / l: gap {float(walk.gaps[step]):.4f}", fontsize=9)
+        ax.set_xlabel("output component", fontsize=8)
+    axes[0, 0].set_ylabel("scaled score")
+    axes[1, 0].set_ylabel("running output\n(bars; final —)")
+    fig.suptitle(f"The online softmax, one block of {walk.block_size} keys at a time: the running "
+                 f"max m (red) and the running output converging to the final one")  # fmt: skip
+    handles = [Patch(color=_WALK_DONE, label="blocks done"),
+               Patch(color=_WALK_NOW, label="this block"),
+               Patch(facecolor=_WALK_LATER, edgecolor="0.5", label="blocks to come"),
+               Line2D([], [], color="#CC0000", linewidth=2, label="running max m"),
+               Line2D([], [], color="black", linewidth=2, label="final output"),
+               Line2D([], [], linestyle="", marker=f"${MASKED_MARK}$", color="0.35",
+                      label="padding key (blocked)")]  # fmt: skip
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8)
+    return fig
+
+
+def plot_memory_vs_length(
+    table: MemoryTable,
+    *,
+    min_length: int = 1024,
+    title: str | None = None,
+    figsize: tuple[float, float] = (8.6, 4.4),
+) -> Figure:
+    """Bytes each method holds at once against L, log-log, with the fitted slopes.
+
+    Args:
+        table: :func:`attn_lib.experiments.memory_table`.
+        min_length: the slopes are fitted over L ≥ this.
+        title: the figure title (default: names d_k and the block size).
+        figsize: inches.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``).
+
+    Source: attn_lib.chunked.peak_intermediate_bytes.
+    """
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    L = table.lengths.double().numpy()
+    for m in MEMORY_METHODS:
+        slope = table.slope(m, min_length)
+        ax.plot(L, table.bytes(m).numpy(), color=COST_COLORS[m], marker="o", linewidth=2,
+                label=f"{MEMORY_METHOD_LABELS[m]}   (slope {slope:.1f})")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(L.tolist()))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(int(n)) for n in L])
+    ax.set_xlabel("sequence length L = L_q = L_k (tokens)")
+    lo = float(min(table.bytes(m).min() for m in MEMORY_METHODS))
+    ax.set_ylim(2.0 ** math.floor(math.log2(lo)), _BYTES_LIM[1])
+    ax.yaxis.set_major_locator(FixedLocator([2.0**e for e in range(10, 31, 5)]))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(_bytes_tick))
+    ax.set_ylabel("bytes held at once (log scale)")
+    ax.grid(True, color="0.92")
+    ax.legend(fontsize=9, loc="upper left", title=f"slopes fitted over L ≥ {min_length}",
+              title_fontsize=9)  # fmt: skip
+    ax.set_title(title or f"Intermediate memory of attention, float32, d_k = d_v = {table.d_k}, "
+                 f"block = {table.block_size}")  # fmt: skip
+    return fig
+
+
+def plot_attention_timings(
+    timings: AttentionTimings,
+    *,
+    min_length: int = 1024,
+    figsize: tuple[float, float] = (8.6, 4.6),
+) -> Figure:
+    """Measured time per call against L, log-log, with fitted slopes and a slope-2 guide.
+
+    Args:
+        timings: :func:`attn_lib.experiments.time_attention`.
+        min_length: the slopes are fitted over L ≥ this.
+        figsize: inches.
+
+    Returns:
+        The pyplot figure (end the cell with ``plt.show()``). Its numbers are volatile:
+        they change on every run.
+
+    Source: notebook 10 of this series.
+    """
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    styles = {"SDPA": "--"}
+    for name in timings.methods:
+        points = sorted(timings.ms[name].items())
+        if not points:
+            continue
+        Ls, ms = zip(*points, strict=True)
+        enough = sum(L >= min_length for L in Ls) >= 2
+        label = name + (f"   (slope {timings.slope(name, min_length):.1f})" if enough else "")
+        ax.plot(Ls, ms, marker="o", linewidth=2, color=COST_COLORS.get(name, None),
+                linestyle=styles.get(name, "-"), label=label)  # fmt: skip
+    timed = sorted({L for d in timings.ms.values() for L in d})
+    first = timings.methods[0]
+    anchor = max(timings.ms[first])
+    guide = np.array([L for L in timed if L >= min_length] or timed, dtype=float)
+    ax.plot(guide, timings.ms[first][anchor] * (guide / anchor) ** 2, color="0.6",
+            linestyle=":", linewidth=1.5, label="∝ L² (slope 2), for reference")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(FixedLocator([float(L) for L in timings.lengths]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(L) for L in timings.lengths])
+    ax.set_xlabel("sequence length L = L_q = L_k (tokens)")
+    ax.set_ylabel("time per call (ms, log scale)")
+    ax.grid(True, color="0.92")
+    ax.legend(fontsize=9, loc="upper left", title=f"slopes fitted over L ≥ {min_length}",
+              title_fontsize=9)  # fmt: skip
+    threads = f"{timings.threads} thread" + ("s" if timings.threads > 1 else "")
+    ax.set_title(f"Measured time, B = 1, d_k = d_v = {timings.d_k}, float32, CPU, {threads}; "
+                 f"median of {timings.repeats}")  # fmt: skip
+    return fig
+
+
+__all__ += [  # notebook 10's public names, added to the list at the top
+    "COST_COLORS",
+    "ChunkedAttentionView",
+    "plot_attention_timings",
+    "plot_chunked_setting",
+    "plot_memory_vs_length",
+    "plot_walk_gallery",
+    "walk_step_text",
+]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 __all__ = ["sinusoidal_positional_encoding"]
@@ -35,10 +37,10 @@ def sinusoidal_positional_encoding(
             raise TypeError(f"{name} must be an int, got {type(n).__name__}.")
         if n < 1:
             raise ValueError(f"{name} must be ≥ 1, got {n}.")
-    if not dtype.is_floating_point:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be floating point, got {dtype}.")
-    if not base > 1:
-        raise ValueError(f"base must be > 1, got {base}.")
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not 1 < base < math.inf:
+        raise ValueError(f"base must be a finite number > 1, got {base!r}.")
     pos = torch.arange(L, dtype=torch.float64)[:, None]  # (L, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(d_model/2),)
     angle = pos / base ** (two_i / d_model)  # (L, ceil(d_model/2))

@@ -20,7 +20,7 @@ from torch import nn
 
 from .core import SingleHeadAttention, scaled_dot_product_attention
 from .masks import to_key_padding_mask, to_multihead_attn_mask
-from .shapes import check_mask, check_qkv, fmt_shape
+from .shapes import ShapeError, check_mask, check_qkv, fmt_shape
 
 __all__ = [
     "AlignmentReport",
@@ -120,20 +120,24 @@ class AlignmentReport:
             reference does not return weights).
         output_max_abs_diff: max |Δ| over the outputs, in the units of the values.
         rows_compared: query rows compared (rows with at least one allowed key).
-        fully_masked_rows: query rows left out because every key is blocked
-            (PyTorch's modules disagree there: zeros, NaN or the mean of V).
+        fully_masked_rows: query rows whose keys are all blocked. compare_with_multihead_attention
+            leaves them out (nn.MultiheadAttention gives NaN there); compare_with_sdpa
+            compares them (SDPA and attn_lib both give zeros).
+        fully_masked_compared: whether those rows were part of the comparison.
     """
 
     weights_max_abs_diff: float | None
     output_max_abs_diff: float
     rows_compared: int
     fully_masked_rows: int
+    fully_masked_compared: bool = False
 
     def __str__(self) -> str:
         w = "n/a" if self.weights_max_abs_diff is None else f"{self.weights_max_abs_diff:.2e}"
         return (
             f"max |Δ| weights: {w}, output: {self.output_max_abs_diff:.2e} "
-            f"over {self.rows_compared} rows ({self.fully_masked_rows} fully masked rows left out)"
+            f"over {self.rows_compared} rows ({self.fully_masked_rows} fully masked rows "
+            f"{'compared' if self.fully_masked_compared else 'left out'})"
         )
 
 
@@ -181,12 +185,28 @@ def compare_with_multihead_attention(
     """
     _check_single_head(mha)
     if x.dim() != 3:
-        raise ValueError(f"x must be (B, L, E) for batch_first=True, got {fmt_shape(x.shape)}.")
+        raise ShapeError(f"x must be (B, L, E) for batch_first=True, got {fmt_shape(x.shape)}.")
+    E = mha.embed_dim
+    if (module.d_model, module.d_k, module.d_v) != (E, E, E):
+        raise ShapeError(
+            f"the module has d_model={module.d_model}, d_k={module.d_k}, d_v={module.d_v} but "
+            f"the nn.MultiheadAttention has embed_dim={E}; a one-head MHA has d_k = d_v = "
+            f"embed_dim. Build the module with from_multihead_attention(mha)."
+        )
+    dtypes = {x.dtype, module.W_Q.weight.dtype, mha.in_proj_weight.dtype}
+    if len(dtypes) != 1:
+        raise TypeError(
+            f"x, the module and the nn.MultiheadAttention must share one dtype, got x "
+            f"{x.dtype}, module {module.W_Q.weight.dtype}, mha {mha.in_proj_weight.dtype}; "
+            f"convert them with .to(dtype)."
+        )
     B, L, _ = x.shape
     keep = None if mask is None else check_mask(mask, (B, L, L))
     kwargs = {}
     if keep is not None:
         if use_key_padding_mask:
+            if keep.dim() == 3 and keep.shape[1] == 1:
+                keep = keep.expand(B, 1, L)  # a (1, 1, L) mask shared by the batch
             kwargs["key_padding_mask"] = to_key_padding_mask(keep)
         else:
             full = keep if keep.dim() == 3 else keep.unsqueeze(0)
@@ -248,4 +268,5 @@ def compare_with_sdpa(
         output_max_abs_diff=_max_diff(out, ref, rows),
         rows_compared=int(rows.sum()),
         fully_masked_rows=fully,
+        fully_masked_compared=True,
     )

@@ -15,6 +15,7 @@ Shape legend used in every docstring of attn_lib:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,12 +89,13 @@ def check_finite(name: str, t: torch.Tensor) -> None:
     """
     if t.numel() == 0:
         return
-    total = t.sum(dtype=torch.float64) if t.dtype != torch.float64 else t.sum()
-    if bool(torch.isfinite(total)):
+    # A sum in the tensor's own dtype reads it once and allocates nothing of its size
+    # (an expanded view stays a view). A NaN or inf inside makes the sum non-finite.
+    if bool(torch.isfinite(t.sum())):
         return
     bad = ~torch.isfinite(t)
     if not bool(bad.any()):
-        return  # the float64 sum overflowed although every entry is finite
+        return  # the sum overflowed although every entry is finite
     where = tuple(int(i) for i in bad.nonzero()[0])
     value = t[where].item()
     count = int(bad.sum())
@@ -246,7 +248,8 @@ def as_keep_mask(mask: object, name: str = "mask") -> torch.Tensor:
         raise MaskError(
             f"{name} has dtype {mask.dtype}; a float mask is refused. {_CONVERTER_HINT}"
         )
-    if not bool(((mask == 0) | (mask == 1)).all()):
+    lo, hi = torch.aminmax(mask) if mask.numel() else (0, 1)  # one pass, no full-size temporaries
+    if int(lo) < 0 or int(hi) > 1:
         found = sorted(int(v) for v in mask.unique()[:6])
         raise MaskError(
             f"an integer {name} must hold only 0 (blocked) and 1 (may attend); found values "
@@ -352,9 +355,12 @@ def check_scale(scale: object) -> float:
         TypeError: ``scale`` is not a real number (bool and tensors included).
         ValueError: ``scale`` is not finite or not > 0.
     """
-    if isinstance(scale, torch.Tensor) and scale.numel() == 1 and scale.is_floating_point():
-        scale = scale.item()
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, torch.Tensor):
+        raise TypeError(
+            "scale must be a Python number, got a tensor (its gradient would be lost); "
+            "pass float(scale), or multiply the query by a learned scale yourself."
+        )
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale must be a real number, got {type(scale).__name__}.")
     scale = float(scale)
     if not math.isfinite(scale) or scale <= 0:
@@ -372,7 +378,7 @@ def check_dropout_p(p: object) -> float:
         TypeError: ``p`` is not a real number.
         ValueError: ``p`` is outside [0, 1) (p = 1 would drop every weight).
     """
-    if isinstance(p, bool) or not isinstance(p, (int, float)):
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
         raise TypeError(f"dropout_p must be a real number in [0, 1), got {type(p).__name__}.")
     p = float(p)
     if not 0.0 <= p < 1.0:

@@ -45,6 +45,8 @@ def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """
     check_float_tensor("x", x)
     _check_dim(x, dim)
+    if x.numel() == 0:
+        return x.clone()
     shifted = x - x.amax(dim=dim, keepdim=True)  # every entry now ≤ 0
     e = shifted.exp()
     return e / e.sum(dim=dim, keepdim=True)
@@ -120,7 +122,12 @@ def entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """
     check_float_tensor("weights", weights)
     _check_dim(weights, dim)
+    if weights.numel() and bool(weights.amin() < 0):
+        raise ValueError(
+            f"weights must be non-negative (a distribution), found {weights.amin().item():.4g}; "
+            f"pass softmax outputs, not scores."
+        )
     plogp = torch.where(
         weights > 0, weights * weights.clamp_min(torch.finfo(weights.dtype).tiny).log(), 0.0
     )
-    return -plogp.sum(dim=dim)
+    return 0.0 - plogp.sum(dim=dim)  # 0.0 - x, not -x: a one-hot row gives 0.0, not -0.0

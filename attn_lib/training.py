@@ -1,11 +1,13 @@
 """Does scaling matter in training? A retrieval task, trained over many seeds at once.
 
-The article (section 4.3) says that without the 1/√d_k scale "training is very likely
-to oscillate or not converge", and that if removing the scale makes training slower
-while keeping it makes it faster, "the scale is wrong". This module measures the first
-claim on a task small enough to train 16 seeds × 3 settings × 4 values of d_k in a few
-seconds on a CPU; the second is not an experiment but a non sequitur (a slower run
-without the scale says nothing about the scale being wrong).
+The article (section 4.3) says that if the 1/√d_k factor is removed, the loss "very
+probably oscillates" in training (section 2.2: it may not converge at all), and that if
+training without the scale runs but slowly while training with it is faster, "the scale
+factor is basically wrong or misplaced". This module measures the first claim (C11 of
+the series design) on a task small enough to train 16 seeds × 3 settings × 4 values of
+d_k in a few seconds on one CPU core. The second (C19) is not something an experiment
+confirms: it is a non sequitur, since a slower run without the scale is just what a
+*correct* scale predicts; what the runs do show is when each setting is faster.
 
 The task (``RetrievalTask``): a set of L keys, each with a random *content* vector
 c_i ∈ R^d_model and a *value* vector v_i ∈ R^d_v. The query is a noisy copy of the
@@ -35,7 +37,10 @@ initial size of the scores and the effective step size, not what the model can e
 Seeds are a batch dimension: parameters are (S, d_k, d_model) and the loss summed over
 the S seeds is differentiated once per step; each seed's gradient depends only on its
 own slice, and Adam and SGD act elementwise, so S stacked runs are S independent runs
-(tested against separate runs). Each seed owns two ``torch.Generator`` streams, one
+(tested against separate runs: equal to the last bit on CPU). ``run_scaling_experiment``
+and ``lr_sweep`` stack the settings (and learning rates) of one d_k the same way, as
+R = arms × S rows with a per-row scale and step size, which halves the Python overhead
+at small d_k and changes no number. Each seed owns two ``torch.Generator`` streams, one
 for its initial weights (per d_k) and one for its data; the data stream does not depend
 on the setting or on d_k, so every setting sees the same tasks for a given seed
 (common random numbers: the comparison between settings is paired).
@@ -45,8 +50,8 @@ Torch only. Imports only attn_lib's lower modules (core, softmax).
 Shape legend: S seeds, B tasks per step, L keys per task (L_k), d_model, d_k, d_v.
 
 Source: Vaswani et al. 2017, sec. 3.2.1 and its footnote 4 (q·k has variance d_k for
-unit-variance entries, hence the 1/√d_k); article section 4.3 (claims C11 and C19 of
-the series design).
+unit-variance entries, hence the 1/√d_k); Kingma & Ba 2015, Algorithm 1 (Adam);
+article sections 2.2 and 4.3 (claims C11 and C19 of the series design).
 """
 
 from __future__ import annotations
@@ -66,11 +71,13 @@ __all__ = [
     "DEFAULT_D_KS",
     "SETTINGS",
     "SETTINGS_ALL",
+    "LrSweep",
     "OptimizerConfig",
     "RetrievalData",
     "RetrievalTask",
     "ScalingExperiment",
     "TrainingRun",
+    "lr_sweep",
     "make_retrieval_data",
     "retrieval_eval_example",
     "run_scaling_experiment",
@@ -185,11 +192,16 @@ class OptimizerConfig:
     Attributes:
         name: "adam" (default; Adam is what attention models are trained with, Vaswani
             et al. 2017 sec. 5.3) or "sgd" (plain gradient descent, no momentum).
-        lr: learning rate. Default 0.01 for Adam: the best of the grid {0.001, 0.003,
-            0.01, 0.03, 0.1} for the *scaled* model (median steps to threshold over
-            16 seeds, d_k = 32; see the module's tests and the report of notebook 09).
-            It is not tuned for the unscaled model: how much the comparison depends on
-            this choice is part of what notebook 09 shows.
+        lr: learning rate. Default 0.03: the choice a practitioner would make, tuned
+            on the *scaled* model only. On the grid {0.001, 0.003, 0.01, 0.03, 0.1}
+            (16 seeds, 300 steps, d_k in DEFAULT_D_KS) the scaled model never fails to
+            reach the threshold nor ends above it at 0.01 and 0.03 (0.001 and 0.003 are
+            too slow at d_k = 8; at 0.1 runs reach it and then climb back above it: 3 of
+            16 at d_k = 8, 8 at d_k = 32, 15 at d_k = 128 and 512), and 0.03 is the
+            faster of the two (worst median over d_k: 49 steps against 122; it also has
+            the lower worst final loss, 0.016 against 0.018). It is not tuned for the
+            unscaled model: how much the comparison depends on this choice is what
+            ``lr_sweep`` shows.
         betas: Adam's (β1, β2). Default (0.9, 0.999), PyTorch's.
         eps: Adam's ε. Default 1e-8, PyTorch's.
 
@@ -198,7 +210,7 @@ class OptimizerConfig:
     """
 
     name: str = "adam"
-    lr: float = 0.01
+    lr: float = 0.03
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
 
@@ -271,6 +283,10 @@ class RetrievalData:
         values: (steps, S, B, L, d_v), float32, i.i.d. N(0, 1).
         target: (steps, S, B), int64 in [0, L), which key each query copies.
         seeds: the S seeds, in order.
+        task: the task it was drawn for.
+
+    A stream of n steps is not the first n steps of a longer one (each seed draws all
+    its keys, then all its values, …), so a run takes a stream of exactly its length.
     """
 
     keys: torch.Tensor
@@ -278,6 +294,7 @@ class RetrievalData:
     values: torch.Tensor
     target: torch.Tensor
     seeds: tuple[int, ...]
+    task: RetrievalTask
 
     @property
     def steps(self) -> int:
@@ -325,7 +342,7 @@ def make_retrieval_data(
         for s in seeds
     ]
     keys, queries, values, target = (torch.stack(parts, dim=1) for parts in zip(*per_seed))
-    return RetrievalData(keys, queries, values, target, seeds)
+    return RetrievalData(keys, queries, values, target, seeds, task)
 
 
 def retrieval_eval_example(task: RetrievalTask | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -379,6 +396,8 @@ def steps_to_threshold(loss: torch.Tensor, threshold: float, window: int) -> tor
         loss[t - window + 1 : t + 1] first is ≤ threshold, or -1 when it never is
         (count those with ``(result < 0).sum()``; no inf, no NaN).
     """
+    if loss.shape[0] < window:  # no full window yet: nothing has been reached
+        return torch.full(loss.shape[1:], -1, dtype=torch.int64)
     smooth = trailing_mean(loss, window)[window - 1 :]  # (steps - window + 1, S)
     below = smooth <= threshold
     first = below.to(torch.int64).argmax(dim=0) + (window - 1)
@@ -439,14 +458,35 @@ class TrainingRun:
         """(steps, S): trailing mean of the loss over ``task.window`` steps."""
         return trailing_mean(self.loss, self.task.window)
 
-    def loss_band(self, quantiles: Sequence[float] = (0.25, 0.5, 0.75)) -> torch.Tensor:
-        """(len(quantiles), steps): quantiles over seeds of the smoothed loss at each step.
+    def band(
+        self,
+        what: str = "loss",
+        quantiles: Sequence[float] = (0.25, 0.5, 0.75),
+        *,
+        smooth: bool = True,
+    ) -> torch.Tensor:
+        """Quantiles over seeds of a per-step quantity, at every step.
 
-        The default gives the lower quartile, the median curve and the upper quartile
-        (an interquartile band: robust to the odd seed, unlike mean ± SD).
+        Args:
+            what: "loss", "entropy" (nats) or "grad_norm_q".
+            quantiles: in [0, 1]; the default gives the lower quartile, the median curve
+                and the upper quartile (an interquartile band: robust to the odd seed,
+                unlike mean ± SD).
+            smooth: take the trailing mean over ``task.window`` steps first (per seed).
+
+        Returns:
+            (len(quantiles), steps), float32.
+
+        Raises:
+            ValueError: an unknown ``what``.
         """
+        if what not in ("loss", "entropy", "grad_norm_q"):
+            raise ValueError(f"what must be 'loss', 'entropy' or 'grad_norm_q', got {what!r}.")
+        x = getattr(self, what)
+        if smooth:
+            x = trailing_mean(x, self.task.window)
         q = torch.tensor(list(quantiles), dtype=torch.float64)
-        return torch.quantile(self.smoothed_loss().double(), q, dim=1).to(torch.float32)
+        return torch.quantile(x.double(), q, dim=1).to(torch.float32)
 
     def steps_to_threshold(self) -> torch.Tensor:
         """(S,) int64: updates until the smoothed loss first is ≤ task.threshold; -1 never."""
@@ -456,6 +496,12 @@ class TrainingRun:
     def n_never(self) -> int:
         """Runs whose smoothed loss never reached the threshold within ``steps``."""
         return int((self.steps_to_threshold() < 0).sum())
+
+    @property
+    def n_relapsed(self) -> int:
+        """Runs that reached the threshold but are above it again at the end."""
+        reached = self.steps_to_threshold() >= 0
+        return int((reached & (self.final_loss() > self.task.threshold)).sum())
 
     @property
     def stall_fraction(self) -> float:
@@ -492,11 +538,12 @@ class TrainingRun:
     def summary(self) -> dict[str, object]:
         """Plain numbers for a table: medians over seeds, counts.
 
-        Keys: setting, d_k, median_steps (int, lower median with "never" counted as later
-        than any step; None when that median is a "never"), n_never, n_seeds,
-        stall_fraction, final_loss, final_entropy (nats), max_rebound, grad_early,
-        grad_late (median W_Q gradient norm over the first and the last ``window``
-        steps).
+        Keys: setting, d_k, lr, median_steps (int, lower median with "never" counted as
+        later than any step; None when that median is a "never"), n_never, n_relapsed,
+        n_seeds, stall_fraction (n_never + n_relapsed = stall_fraction × n_seeds),
+        final_loss, final_entropy (nats), max_rebound, grad_early, grad_late (median
+        W_Q gradient norm over the first and the last ``window`` steps). Every float is a
+        median over seeds (the lower one, torch.median).
         """
         reach = self.steps_to_threshold()
         big = self.steps + 1
@@ -505,8 +552,10 @@ class TrainingRun:
         return {
             "setting": self.setting,
             "d_k": self.d_k,
+            "lr": self.optimizer.lr,
             "median_steps": None if med == big else med,
             "n_never": self.n_never,
+            "n_relapsed": self.n_relapsed,
             "n_seeds": self.n_seeds,
             "stall_fraction": self.stall_fraction,
             "final_loss": _lower_median(self.final_loss()),
@@ -543,13 +592,17 @@ def _check_setting(setting: object) -> str:
 
 
 def _weights(
-    x_q: torch.Tensor, x_k: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, scale: float
+    x_q: torch.Tensor,
+    x_k: torch.Tensor,
+    w_q: torch.Tensor,
+    w_k: torch.Tensor,
+    scale: torch.Tensor,
 ) -> torch.Tensor:
-    """Attention weights for (S, n, m) queries and (S, L, m) keys: (S, n, L)."""
-    q = x_q @ w_q.transpose(1, 2)  # (S, n, d_k)
-    k = x_k @ w_k.transpose(1, 2)  # (S, L, d_k)
+    """Attention weights for (R, n, m) queries, (R, L, m) keys, (R, 1, 1) scales: (R, n, L)."""
+    q = (x_q @ w_q.transpose(1, 2)) * scale  # (R, n, d_k)
+    k = x_k @ w_k.transpose(1, 2)  # (R, L, d_k)
     v = torch.zeros(*k.shape[:-1], 1, dtype=k.dtype)  # unused: we want the weights
-    return scaled_dot_product_attention(q, k, v, scale=scale)[1]
+    return scaled_dot_product_attention(q, k, v, scale=1.0)[1]
 
 
 def train_retrieval(
@@ -576,9 +629,9 @@ def train_retrieval(
         seeds: explicit seeds (non-negative ints).
         steps: optimizer updates (≥ 1); ``steps`` measurements are recorded.
         task: task sizes; default ``RetrievalTask()``.
-        optimizer: default ``OptimizerConfig()`` (Adam, lr 0.01).
-        data: a stream from ``make_retrieval_data`` for the same seeds, task and at least
-            ``steps`` steps (to share one stream across settings; drawn here if None).
+        optimizer: default ``OptimizerConfig()`` (Adam, lr 0.03).
+        data: a stream from ``make_retrieval_data`` for the same seeds, steps and task
+            (to share one stream across settings; drawn here if None).
         num_threads: intra-op threads while training, restored afterwards; None leaves
             torch's setting alone. Default 1: these tensors are small (≤ 0.5 M entries),
             and measured on 2 cores one thread is as fast as two when the machine is idle
@@ -608,99 +661,133 @@ def train_retrieval(
     with _intra_op_threads(num_threads):
         if data is None:
             data = make_retrieval_data(seeds, steps, task)
-        elif data.seeds != seeds or data.steps < steps or data.keys.shape[2:] != (
-            task.batch_size,
-            task.n_keys,
-            task.d_model,
-        ) or data.values.shape[-1] != task.d_v:
-            raise ValueError(
-                f"data holds seeds {data.seeds}, {data.steps} steps and keys of shape "
-                f"{tuple(data.keys.shape)}; this run needs seeds {seeds}, ≥ {steps} steps and "
-                f"(steps, S, B, L, d_model) = (…, {len(seeds)}, {task.batch_size}, "
-                f"{task.n_keys}, {task.d_model}). Draw it with make_retrieval_data(seeds, "
-                f"steps, task)."
-            )
-        return _train(setting, d_k, seeds, steps, task, opt, data)
+        else:
+            _check_data(data, seeds, steps, task)
+        return _train([(setting, opt)], d_k, seeds, steps, task, data)[0]
+
+
+def _check_data(
+    data: RetrievalData, seeds: tuple[int, ...], steps: int, task: RetrievalTask
+) -> None:
+    if data.seeds != seeds or data.steps != steps or data.task != task:
+        raise ValueError(
+            f"data was drawn for seeds {data.seeds}, {data.steps} steps and {data.task}; this "
+            f"run needs seeds {seeds}, {steps} steps and {task}. Draw it with "
+            f"make_retrieval_data(seeds, steps, task)."
+        )
 
 
 def _train(
-    setting: str,
+    arms: Sequence[tuple[str, OptimizerConfig]],
     d_k: int,
     seeds: tuple[int, ...],
     steps: int,
     task: RetrievalTask,
-    opt: OptimizerConfig,
     data: RetrievalData,
-) -> TrainingRun:
-    S, B, L, m = len(seeds), task.batch_size, task.n_keys, task.d_model
+) -> list[TrainingRun]:
+    """Train A arms (setting, optimizer) × S seeds as R = A·S rows of one batch.
+
+    Row r = a·S + s is arm a with seed s. Every per-row difference (the scale, the
+    initial size of W_Q, the step size and ε) is a (R, 1, 1) tensor, so each row does
+    exactly the arithmetic it would do alone, and the loss summed over rows gives each
+    row the gradient of its own loss only. The arms must share the optimizer's name
+    and betas.
+    """
+    A, S = len(arms), len(seeds)
+    R, B, L, m = A * S, task.batch_size, task.n_keys, task.d_model
+    name, (beta1, beta2) = arms[0][1].name, arms[0][1].betas
+    if any((o.name, o.betas) != (name, (beta1, beta2)) for _, o in arms):
+        raise ValueError("arms trained together must share the optimizer name and betas.")
     c = 1.0 / math.sqrt(d_k)
-    scale = c if setting == "scaled" else 1.0
-    w_q, w_k = _init_weights(seeds, d_k, m)
-    if setting in ("unscaled_init", "unscaled_reparam"):
-        w_q = w_q * c  # the scaled model's scores at step 0, exactly: (c W_Q) x · W_K x
-    # Per-parameter step multipliers: only "unscaled_reparam" rescales W_Q's step so that
-    # W'_Q = c W_Q follows the scaled model's trajectory (derivation in the module docstring).
-    lr = [opt.lr, opt.lr]
-    eps = [opt.eps, opt.eps]
-    if setting == "unscaled_reparam":
-        lr[0] = opt.lr * (c if opt.name == "adam" else c * c)
-        eps[0] = opt.eps / c
-    params = [w_q.requires_grad_(), w_k.requires_grad_()]
+
+    def per_row(values: Sequence[float]) -> torch.Tensor:  # one value per arm → (R, 1, 1)
+        return torch.tensor(values, dtype=torch.float32).repeat_interleave(S).reshape(R, 1, 1)
+
+    scales = [c if st == "scaled" else 1.0 for st, _ in arms]
+    scale = per_row(scales)
+    # "unscaled_init" and "unscaled_reparam" start from c·W_Q: the scaled model's scores at
+    # step 0, exactly ((c W_Q) x · W_K x = c (W_Q x · W_K x)).
+    init_q = per_row([c if st in ("unscaled_init", "unscaled_reparam") else 1.0 for st, _ in arms])
+    # Only "unscaled_reparam" rescales W_Q's step, so that W'_Q = c W_Q follows the scaled
+    # model's trajectory (gradient g/c; Adam needs lr·c and ε/c, SGD lr·c²).
+    lr_q = per_row(
+        [
+            o.lr * ((c if name == "adam" else c * c) if st == "unscaled_reparam" else 1.0)
+            for st, o in arms
+        ]
+    )
+    eps_q = per_row([o.eps / c if st == "unscaled_reparam" else o.eps for st, o in arms])
+    lr_k = per_row([o.lr for _, o in arms])
+    eps_k = per_row([o.eps for _, o in arms])
+
+    w_q0, w_k0 = _init_weights(seeds, d_k, m)  # (S, d_k, m) each, shared by the arms
+    w_q = (w_q0.repeat(A, 1, 1) * init_q).requires_grad_()  # (R, d_k, m)
+    w_k = w_k0.repeat(A, 1, 1).requires_grad_()
+    params, lrs, epss = (w_q, w_k), (lr_q, lr_k), (eps_q, eps_k)
     m1 = [torch.zeros_like(p) for p in params]
     m2 = [torch.zeros_like(p) for p in params]
-    beta1, beta2 = opt.betas
 
     eval_keys, eval_queries = retrieval_eval_example(task)
-    eval_q = eval_queries.expand(S, L, m)
-    eval_k = eval_keys.expand(S, L, m)
-
-    loss_log = torch.empty(steps, S)
-    entropy_log = torch.empty(steps, S)
-    grad_log = torch.empty(steps, S)
+    eval_q, eval_k = eval_queries.expand(R, L, m), eval_keys.expand(R, L, m)
     with torch.no_grad():
-        eval_init = _weights(eval_q, eval_k, w_q, w_k, scale)
+        eval_init = _weights(eval_q, eval_k, w_q, w_k, scale)  # (R, L, L)
 
+    loss_log = torch.empty(steps, R)
+    entropy_log = torch.empty(steps, R)
+    grad_log = torch.empty(steps, R)
+    scale4 = scale.unsqueeze(-1)  # (R, 1, 1, 1)
     for t in range(steps):
-        x_k, x_q, values, target = data.keys[t], data.queries[t], data.values[t], data.target[t]
-        q = (x_q @ w_q.transpose(1, 2)).unsqueeze(2)  # (S, B, 1, d_k)
-        k = (x_k.reshape(S, B * L, m) @ w_k.transpose(1, 2)).reshape(S, B, L, d_k)
-        out, weights = scaled_dot_product_attention(q, k, values, scale=scale)
-        # out (S, B, 1, d_v), weights (S, B, 1, L)
-        wanted = values.gather(2, target[..., None, None].expand(S, B, 1, task.d_v))
-        per_seed = ((out - wanted) ** 2).mean(dim=(1, 2, 3))  # (S,)
-        # Summed over seeds: seed s's gradient is ∂per_seed[s]/∂(its own slice) only.
-        per_seed.sum().backward()
+        x_k = data.keys[t].repeat(A, 1, 1, 1)  # (R, B, L, m)
+        x_q = data.queries[t].repeat(A, 1, 1)  # (R, B, m)
+        values = data.values[t].repeat(A, 1, 1, 1)  # (R, B, L, d_v)
+        target = data.target[t].repeat(A, 1)  # (R, B)
+        q = (x_q @ w_q.transpose(1, 2)).unsqueeze(2)  # (R, B, 1, d_k)
+        k = (x_k.reshape(R, B * L, m) @ w_k.transpose(1, 2)).reshape(R, B, L, d_k)
+        # softmax(q Kᵀ · scale) V with a per-row scale: scaling the query is what
+        # scaled_dot_product_attention does with its own ``scale`` (hence scale=1.0 here).
+        out, weights = scaled_dot_product_attention(q * scale4, k, values, scale=1.0)
+        # out (R, B, 1, d_v), weights (R, B, 1, L)
+        wanted = values.gather(2, target[..., None, None].expand(R, B, 1, task.d_v))
+        per_row_loss = ((out - wanted) ** 2).mean(dim=(1, 2, 3))  # (R,)
+        # Summed over rows: row r's gradient is ∂loss[r]/∂(its own slice) only.
+        per_row_loss.sum().backward()
         with torch.no_grad():
-            loss_log[t] = per_seed
+            loss_log[t] = per_row_loss
             entropy_log[t] = entropy(weights.squeeze(2)).mean(dim=1)
             grad_log[t] = w_q.grad.flatten(1).norm(dim=1)
             for i, p in enumerate(params):
                 g = p.grad
-                if opt.name == "sgd":
-                    p.sub_(lr[i] * g)
+                if name == "sgd":
+                    p.sub_(lrs[i] * g)
                 else:  # Adam, Kingma & Ba 2015, Algorithm 1, elementwise
                     m1[i].mul_(beta1).add_(g, alpha=1 - beta1)
                     m2[i].mul_(beta2).addcmul_(g, g, value=1 - beta2)
                     m_hat = m1[i] / (1 - beta1 ** (t + 1))
                     v_hat = m2[i] / (1 - beta2 ** (t + 1))
-                    p.sub_(lr[i] * m_hat / (v_hat.sqrt() + eps[i]))
+                    p.sub_(lrs[i] * m_hat / (v_hat.sqrt() + epss[i]))
                 p.grad = None
 
     with torch.no_grad():
         eval_final = _weights(eval_q, eval_k, w_q, w_k, scale)
-    return TrainingRun(
-        setting=setting,
-        d_k=d_k,
-        scale=scale,
-        seeds=seeds,
-        task=task,
-        optimizer=opt,
-        loss=loss_log,
-        entropy=entropy_log,
-        grad_norm_q=grad_log,
-        eval_weights_init=eval_init,
-        eval_weights=eval_final,
-    )
+    runs = []
+    for a, (setting, opt) in enumerate(arms):
+        rows = slice(a * S, (a + 1) * S)
+        runs.append(
+            TrainingRun(
+                setting=setting,
+                d_k=d_k,
+                scale=scales[a],
+                seeds=seeds,
+                task=task,
+                optimizer=opt,
+                loss=loss_log[:, rows].clone(),
+                entropy=entropy_log[:, rows].clone(),
+                grad_norm_q=grad_log[:, rows].clone(),
+                eval_weights_init=eval_init[rows].clone(),
+                eval_weights=eval_final[rows].clone(),
+            )
+        )
+    return runs
 
 
 # -------------------------------------------------------------------------- experiment
@@ -763,14 +850,245 @@ def run_scaling_experiment(
     seeds = _check_seeds(None, n_seeds, seed)
     _check_int("steps", steps, 1)
     task = RetrievalTask() if task is None else task
+    opt = OptimizerConfig() if optimizer is None else optimizer
     with _intra_op_threads(num_threads):
         data = make_retrieval_data(seeds, steps, task)
-        runs = {
-            (s, d): train_retrieval(
-                s, d, seeds=seeds, steps=steps, task=task, optimizer=optimizer,
-                data=data, num_threads=None,
-            )
-            for d in d_ks
-            for s in settings
-        }
+        runs = {}
+        for d in d_ks:  # all settings of one d_k in one batch of len(settings) × S rows
+            trained = _train([(s, opt) for s in settings], d, seeds, steps, task, data)
+            runs.update({(s, d): run for s, run in zip(settings, trained, strict=True)})
     return ScalingExperiment(settings, d_ks, runs)
+
+
+@dataclass(frozen=True)
+class LrSweep:
+    """The same settings at one d_k over several learning rates (same seeds, same data).
+
+    Attributes:
+        d_k: query/key width.
+        settings: the settings run, in order.
+        lrs: the learning rates run, in order.
+        runs: {(setting, lr): TrainingRun}.
+    """
+
+    d_k: int
+    settings: tuple[str, ...]
+    lrs: tuple[float, ...]
+    runs: dict[tuple[str, float], TrainingRun] = field(repr=False)
+
+    def __getitem__(self, key: tuple[str, float]) -> TrainingRun:
+        return self.runs[key]
+
+    def summary(self) -> list[dict[str, object]]:
+        """One ``TrainingRun.summary()`` row per (lr, setting), lr-major."""
+        return [self.runs[(s, lr)].summary() for lr in self.lrs for s in self.settings]
+
+
+def lr_sweep(
+    d_k: int,
+    lrs: Sequence[float] = (0.003, 0.01, 0.03, 0.1),
+    settings: Sequence[str] = ("scaled", "unscaled"),
+    *,
+    n_seeds: int = 16,
+    seed: int = 0,
+    steps: int = 300,
+    task: RetrievalTask | None = None,
+    optimizer: OptimizerConfig | None = None,
+    num_threads: int | None = 1,
+) -> LrSweep:
+    """Train the settings at one d_k for each learning rate: how much hangs on the pin.
+
+    Args:
+        d_k: query/key width (≥ 1).
+        lrs: learning rates (each > 0). Default (0.003, 0.01, 0.03, 0.1), half-decades
+            around the pinned 0.03.
+        settings: names from ``SETTINGS_ALL``. Default ("scaled", "unscaled").
+        n_seeds, seed, steps, task, num_threads: as ``run_scaling_experiment``.
+        optimizer: the optimizer whose name, betas and eps are kept (lr is replaced);
+            default ``OptimizerConfig()``.
+
+    Returns:
+        LrSweep with one TrainingRun per (setting, lr).
+
+    Raises:
+        ValueError: as ``train_retrieval``; also empty lrs or settings, an lr ≤ 0.
+    """
+    settings = tuple(_check_setting(s) for s in settings)
+    lrs = tuple(_check_real("lr", lr) for lr in lrs)
+    if not settings or not lrs:
+        raise ValueError("give at least one setting and one learning rate.")
+    _check_int("d_k", d_k, 1)
+    seeds = _check_seeds(None, n_seeds, seed)
+    _check_int("steps", steps, 1)
+    task = RetrievalTask() if task is None else task
+    base = OptimizerConfig() if optimizer is None else optimizer
+    with _intra_op_threads(num_threads):
+        data = make_retrieval_data(seeds, steps, task)
+        arms = [
+            (s, OptimizerConfig(base.name, lr, base.betas, base.eps))
+            for lr in lrs
+            for s in settings
+        ]
+        trained = _train(arms, d_k, seeds, steps, task, data)  # one batch of all arms
+        runs = {(s, o.lr): run for (s, o), run in zip(arms, trained, strict=True)}
+    return LrSweep(d_k, settings, lrs, runs)
+
+
+# ------------------------------------------------------------- notebook 09: views, tables
+
+SETTING_LABELS = {
+    "scaled": "scaled (÷√d_k)",
+    "unscaled": "unscaled",
+    "unscaled_init": "unscaled, W_Q init ÷√d_k",
+    "unscaled_reparam": "unscaled, W_Q init and step ÷√d_k",
+}
+
+
+@dataclass(frozen=True)
+class RunOverview:
+    """What notebook 09's dashboard shows for one (setting, d_k) of a ScalingExperiment.
+
+    Attributes:
+        setting, d_k: the run shown.
+        steps: number of steps of every run.
+        loss_band: (3, steps), float32, the lower quartile, median and upper quartile over
+            seeds of the smoothed loss (trailing mean over ``window`` steps).
+        medians: {setting: (steps,) float32} the median smoothed loss of every setting of
+            the experiment at this d_k (the one shown included), for comparison.
+        seed: the seed whose learned weights are shown: the one with the (lower) median
+            final loss (``TrainingRun.median_seed``).
+        weights: (L, L), float32, that seed's weights on ``retrieval_eval_example`` after
+            training (rows: queries, query i a noisy copy of key i; columns: keys).
+        n_seeds, n_reached, n_never, n_relapsed, n_stalled: counts over seeds (reached:
+            the smoothed loss got to the threshold at some step; never: it did not;
+            relapsed: reached, but above the threshold again at the end; stalled = never +
+            relapsed).
+        median_steps: the (lower) median number of updates to reach the threshold, a
+            "never" counted as later than any step; None when that median is a "never".
+        threshold, baseline: the task's loss threshold and uniform-weights loss.
+
+    Source: notebook 09 of this series; article section 4.3.
+    """
+
+    setting: str
+    d_k: int
+    steps: int
+    loss_band: torch.Tensor
+    medians: dict[str, torch.Tensor]
+    seed: int
+    weights: torch.Tensor
+    n_seeds: int
+    n_reached: int
+    n_never: int
+    n_relapsed: int
+    n_stalled: int
+    median_steps: int | None
+    threshold: float
+    baseline: float
+
+    @property
+    def title(self) -> str:
+        """One line: the run, its stalled count and its median steps to the threshold."""
+        steps = "never" if self.median_steps is None else f"{self.median_steps} steps"
+        return (
+            f"{SETTING_LABELS[self.setting]}, d_k = {self.d_k}: {self.n_stalled}/{self.n_seeds} "
+            f"runs stalled; median time to the threshold: {steps}"
+        )
+
+
+def run_overview(experiment: ScalingExperiment, setting: str, d_k: int) -> RunOverview:
+    """Summarise one (setting, d_k) of an experiment for a figure: bands, counts, a heatmap.
+
+    Pure: reads the stored runs, trains nothing.
+
+    Args:
+        experiment: from ``run_scaling_experiment``.
+        setting: one of ``experiment.settings``.
+        d_k: one of ``experiment.d_ks``.
+
+    Returns:
+        RunOverview.
+
+    Raises:
+        ValueError: a setting or d_k that the experiment did not run.
+
+    Source: notebook 09 of this series.
+    """
+    if setting not in experiment.settings:
+        raise ValueError(
+            f"setting {setting!r} was not run in this experiment; choose one of "
+            f"{experiment.settings}."
+        )
+    if d_k not in experiment.d_ks:
+        raise ValueError(
+            f"d_k = {d_k!r} was not run in this experiment; choose one of {experiment.d_ks}."
+        )
+    run = experiment[setting, d_k]
+    index = run.median_seed()
+    row = run.summary()
+    medians = {s: experiment[s, d_k].band("loss", (0.5,))[0] for s in experiment.settings}
+    n_stalled = row["n_never"] + row["n_relapsed"]
+    return RunOverview(
+        setting=setting,
+        d_k=d_k,
+        steps=run.steps,
+        loss_band=run.band("loss"),
+        medians=medians,
+        seed=run.seeds[index],
+        weights=run.eval_weights[index].clone(),
+        n_seeds=run.n_seeds,
+        n_reached=run.n_seeds - row["n_never"],
+        n_never=row["n_never"],
+        n_relapsed=row["n_relapsed"],
+        n_stalled=n_stalled,
+        median_steps=row["median_steps"],
+        threshold=run.task.threshold,
+        baseline=run.task.baseline,
+    )
+
+
+def summary_table(rows: Sequence[dict[str, object]], *, show_lr: bool = False) -> str:
+    """Format ``summary()`` rows as a fixed-width text table, counts as k/n.
+
+    Columns: d_k, setting, (lr), reached (runs whose smoothed loss got to the threshold),
+    median steps to the threshold ("never" when the median run never got there), never,
+    relapsed, stalled (never + relapsed: not below the threshold at the end) and the
+    median final loss (3 decimals: training is chaotic, later digits can differ
+    between CPUs).
+
+    Args:
+        rows: dicts as returned by ``TrainingRun.summary`` (or ``ScalingExperiment.summary``
+            / ``LrSweep.summary``).
+        show_lr: add a learning-rate column.
+
+    Returns:
+        The table, one line per row under a header line.
+
+    Raises:
+        ValueError: no rows.
+
+    Source: notebook 09 of this series.
+    """
+    if not rows:
+        raise ValueError("give at least one summary row.")
+    width = max(len(SETTING_LABELS[str(r["setting"])]) for r in rows)
+    lr_head = f"{'lr':>7}" if show_lr else ""
+    header = (
+        f"{'d_k':>4}  {'setting':<{width}}{lr_head}  {'reached':>7}  {'median steps':>12}  "
+        f"{'never':>5}  {'relapsed':>8}  {'stalled':>7}  {'final loss':>10}"
+    )
+    lines = [header]
+    for r in rows:
+        n = r["n_seeds"]
+        med = "never" if r["median_steps"] is None else str(r["median_steps"])
+        lr = f"{r['lr']:>7g}" if show_lr else ""
+        stalled = r["n_never"] + r["n_relapsed"]
+        lines.append(
+            f"{r['d_k']:>4}  {SETTING_LABELS[str(r['setting'])]:<{width}}{lr}  "
+            f"{n - r['n_never']:>4}/{n:<2}  {med:>12}  {r['n_never']:>5}  "
+            f"{r['n_relapsed']:>8}  {stalled:>4}/{n:<2}  {r['final_loss']:>10.3f}"
+        )
+    return "\n".join(lines)
+
+
+__all__ += ["SETTING_LABELS", "RunOverview", "run_overview", "summary_table"]

@@ -35,7 +35,12 @@ from .plotting import (
     new_figure,
 )
 
-__all__ = ["ArticleExampleDashboard", "Dashboard", "measure_update_latency"]
+__all__ = [
+    "ArticleExampleDashboard",
+    "Dashboard",
+    "control_values",
+    "measure_update_latency",
+]
 
 
 class Dashboard:
@@ -205,38 +210,1298 @@ class ArticleExampleDashboard(Dashboard):
         return self._renderer.render(background_key=self.result.key_labels)
 
 
+def control_values(control: widgets.ValueWidget) -> list[Any]:
+    """The values a test or a benchmark should try for one control, current value first.
+
+    Controls with ``options`` (ToggleButtons, Dropdown, SelectionSlider …) give every
+    option; numeric sliders give their minimum, a middle value on the step grid and
+    their maximum; a Checkbox or ToggleButton gives True and False. Other controls give
+    only their current value.
+
+    Args:
+        control: an ipywidget with a ``value``.
+
+    Returns:
+        A list of distinct values, the current one first.
+    """
+    options = getattr(control, "options", None)
+    if options:
+        values = [o[1] if isinstance(o, tuple) else o for o in options]
+    elif isinstance(control, (widgets.Checkbox, widgets.ToggleButton)):
+        values = [True, False]
+    elif hasattr(control, "min") and hasattr(control, "max"):
+        lo, hi = control.min, control.max
+        step = getattr(control, "step", None) or 1
+        mid = lo + round((hi - lo) / 2 / step) * step
+        if isinstance(control.value, int):
+            mid = int(mid)
+        values = [lo, mid, hi]
+    else:
+        values = []
+    ordered = [control.value] + [v for v in values if v != control.value]
+    return list(dict.fromkeys(ordered)) if all(_hashable(v) for v in ordered) else ordered
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
 def measure_update_latency(dashboard: Dashboard, changes: int = 20) -> list[float]:
     """Time ``changes`` control changes of a dashboard, in milliseconds each.
 
-    Cycles every control through its options (ToggleButtons, Dropdown …), one
-    change at a time, and times the synchronous update each change triggers
-    (compute + redraw + PNG), as a reader would experience it minus the browser.
+    Cycles every control through the values of :func:`control_values` (every option;
+    a slider's minimum, middle and maximum; both states of a toggle), one change at a
+    time, and times the synchronous update each change triggers (compute + redraw +
+    PNG), as a reader would experience it minus the browser.
 
     Args:
-        dashboard: a Dashboard whose controls have ``options``.
+        dashboard: a Dashboard.
         changes: how many changes to time.
 
     Returns:
         The latencies in ms, in order.
 
     Raises:
-        ValueError: no control with at least two options.
+        ValueError: no control with at least two values to try.
 
     Source: this series' target, a median of at most 100 ms per update.
     """
     cyclic = [
-        (name, [o[1] if isinstance(o, tuple) else o for o in c.options])
+        (name, values)
         for name, c in dashboard.controls.items()
-        if len(getattr(c, "options", ())) >= 2
+        if len(values := control_values(c)) >= 2
     ]
     if not cyclic:
-        raise ValueError("the dashboard has no control with two or more options to cycle.")
+        raise ValueError("the dashboard has no control with two or more values to cycle.")
     times = []
     for n in range(changes):
-        name, options = cyclic[n % len(cyclic)]
+        name, values = cyclic[n % len(cyclic)]
         control = dashboard.controls[name]
-        current = options.index(control.value)
+        current = values.index(control.value) if control.value in values else -1
         start = time.perf_counter()
-        control.value = options[(current + 1) % len(options)]
+        control.value = values[(current + 1) % len(values)]
         times.append((time.perf_counter() - start) * 1000.0)
     return times
+
+
+# ---------------------------------------------------------------------------
+# Notebook 00: the widget check; notebook 01: the library retrieval dashboard
+# ---------------------------------------------------------------------------
+
+import torch
+
+from .data import KEY_FEATURES, Library, library_books, library_query
+from .experiments import Retrieval, retrieve
+from .plotting import RetrievalView, SoftmaxBarsView
+from .softmax import stable_softmax
+
+# Temperatures offered by the sliders (a SelectionSlider: exact, reproducible values).
+WIDGET_CHECK_TEMPERATURES = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+RETRIEVAL_TEMPERATURES = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
+
+
+def _temperature_slider(
+    options: tuple[float, ...], value: float, description: str
+) -> widgets.SelectionSlider:
+    if value not in options:
+        raise ValueError(f"temperature must be one of {options}, got {value!r}.")
+    return widgets.SelectionSlider(
+        options=[(f"{t:g}", t) for t in options],
+        value=value,
+        description=description,
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="330px"),
+    )
+
+
+class WidgetCheckDashboard(Dashboard):
+    """Notebook 00's widget check: a temperature slider that redraws a row of softmax weights.
+
+    If the slider and the bar chart appear and the bars change when the slider moves,
+    widgets work; where they cannot render, the cell shows :attr:`plain_text` instead.
+
+    Controls: ``temperature`` (a SelectionSlider over :data:`WIDGET_CHECK_TEMPERATURES`).
+    Every change computes ``stable_softmax(scores / temperature)`` and redraws the bars.
+
+    Args:
+        temperature: the initial temperature (one of the slider's values).
+        scores: (L_k,) the fixed scores of one query against L_k keys.
+        dpi: resolution of the PNG.
+
+    Attributes:
+        weights: (L_k,) float32, the weights currently shown.
+        view: the SoftmaxBarsView that draws them.
+
+    Raises:
+        ValueError: a temperature that is not one of the slider's values.
+
+    Source: NOTES_browser_and_nbval.md of this series (widgets need a running kernel).
+    """
+
+    plain_text = (
+        "Widget check: if you are reading this sentence instead of a slider and a bar chart, "
+        "widgets are not rendering here (see 'If widgets do not render' above)."
+    )
+    SCORES = (2.0, 1.0, 0.5, -1.0)  # one query's scores against 4 keys
+
+    def __init__(
+        self,
+        temperature: float = 1.0,
+        *,
+        scores: tuple[float, ...] = SCORES,
+        dpi: float = 80,
+    ) -> None:
+        self.scores = torch.tensor(scores)  # (L_k,)
+        self.labels = tuple(f"key {j}\nscore {s:g}" for j, s in enumerate(scores))
+        controls = {
+            "temperature": _temperature_slider(
+                WIDGET_CHECK_TEMPERATURES, temperature, "temperature T"
+            )
+        }
+        figure = new_figure(figsize=(4.6, 2.9), dpi=dpi)
+        self.view = SoftmaxBarsView(figure.subplots(), self.labels)
+        self.weights = self.compute(temperature)
+        self.view.update(self.weights, self.title(temperature))
+        freeze_layout(figure)
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.update()
+
+    def compute(self, temperature: float) -> torch.Tensor:
+        """softmax(scores / temperature): (L_k,) float32 weights summing to 1."""
+        return stable_softmax(self.scores / temperature)
+
+    @staticmethod
+    def title(temperature: float) -> str:
+        """The panel title for one temperature."""
+        return f"softmax(scores / T), T = {temperature:g}"
+
+    def render(self, temperature: float) -> None:
+        """Compute the weights for this temperature and redraw the bars."""
+        self.weights = self.compute(temperature)
+        self.view.update(self.weights, self.title(temperature))
+
+    def to_png(self) -> bytes:
+        """Redraw only the bars, their labels and the title."""
+        return self._renderer.render()
+
+
+def retrieval_title(query: torch.Tensor, temperature: float) -> str:
+    """A one-line description of a query (d_k,) over KEY_FEATURES and a temperature.
+
+    Source: article section 1.1 (the reader's need as a query).
+    """
+    parts = " · ".join(
+        f"{name} {float(q) + 0.0:.1f}" for name, q in zip(KEY_FEATURES, query, strict=True)
+    )
+    return f"query: {parts}   |   temperature T = {temperature:g}"
+
+
+class RetrievalDashboard(Dashboard):
+    """Notebook 01's library search, live: query sliders and a temperature → scores, weights, blend.
+
+    Controls: one FloatSlider per key feature (:data:`attn_lib.data.KEY_FEATURES`:
+    "maths", "deep learning", "history", "cooking"; −1 to 1 in steps of 0.1: how much
+    the reader wants, or avoids, the topic) and ``temperature`` (a SelectionSlider over
+    :data:`RETRIEVAL_TEMPERATURES`). Every change builds the query with
+    :func:`attn_lib.data.library_query`, calls :func:`attn_lib.experiments.retrieve`
+    and redraws the three panels of :class:`attn_lib.plotting.RetrievalView`.
+
+    Args:
+        query: initial amounts by feature name; default the article's reader
+            (:data:`attn_lib.data.ARTICLE_QUERY`: maths 1, deep learning 1).
+        temperature: the initial temperature (one of :data:`RETRIEVAL_TEMPERATURES`).
+        dpi: resolution of the PNG.
+
+    Attributes:
+        library: the books (keys (7, 4), values (7, 5)).
+        query: (d_k,) = (4,) float32, the query currently shown.
+        result: the :class:`attn_lib.experiments.Retrieval` currently shown.
+        view: the RetrievalView that draws it.
+
+    Raises:
+        ValueError: an unknown feature, an amount outside [−1, 1], or a temperature that
+            is not one of the slider's values.
+
+    Source: article sections 1.1 (the library) and 2.1 (Q: the need, K: title and index,
+        V: the content).
+    """
+
+    plain_text = (
+        "Dashboard: a library search (query sliders and a temperature → relevance scores, "
+        "softmax weights, blended contents). It needs a running Jupyter kernel; the static "
+        "figures above show its default setting and three temperatures."
+    )
+
+    def __init__(
+        self,
+        query: dict[str, float] | None = None,
+        temperature: float = 0.5,
+        *,
+        dpi: float = 80,
+    ) -> None:
+        self.library: Library = library_books()
+        start = library_query(query)  # (d_k,); refuses unknown feature names
+        if bool((start.abs() > 1.0).any()):
+            raise ValueError(f"query amounts must lie in [-1, 1], got {start.tolist()}.")
+        style = {"description_width": "initial"}
+        controls: dict[str, widgets.ValueWidget] = {
+            name: widgets.FloatSlider(
+                value=round(float(q), 1),
+                min=-1.0,
+                max=1.0,
+                step=0.1,
+                readout_format=".1f",
+                description=name,
+                style=style,
+                layout=widgets.Layout(width="250px"),
+            )
+            for name, q in zip(KEY_FEATURES, start, strict=True)
+        }
+        controls["temperature"] = _temperature_slider(
+            RETRIEVAL_TEMPERATURES, temperature, "temperature T"
+        )
+        figure = new_figure(figsize=(11.0, 3.8), dpi=dpi)
+        self.view = RetrievalView(figure, self.library.titles, self.library.value_features)
+        self._show(start, temperature)
+        freeze_layout(figure)
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def compute(self, query: torch.Tensor, temperature: float) -> Retrieval:
+        """The pure step: :func:`attn_lib.experiments.retrieve` on this library."""
+        return retrieve(query, self.library.keys, self.library.values, temperature)
+
+    def _show(self, query: torch.Tensor, temperature: float) -> None:
+        self.query = query
+        self.result = self.compute(query, temperature)
+        self.view.update(
+            self.result.scores,
+            self.result.weights,
+            self.result.blended,
+            retrieval_title(query, temperature),
+        )
+
+    def render(self, temperature: float, **amounts: float) -> None:
+        """Build the query from the feature sliders, retrieve, and redraw."""
+        self._show(library_query(amounts), temperature)
+
+    def to_png(self) -> bytes:
+        """Redraw only the bars, their numbers and the title."""
+        return self._renderer.render()
+
+
+__all__ += [
+    "RETRIEVAL_TEMPERATURES",
+    "WIDGET_CHECK_TEMPERATURES",
+    "RetrievalDashboard",
+    "WidgetCheckDashboard",
+    "retrieval_title",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 02: one token's query, key and value, with a bias switch
+# ---------------------------------------------------------------------------
+
+from .data import Sentence, qkv_sentence
+from .experiments import BIAS_CHOICES, TokenQKV, token_qkv
+from .plotting import BIAS_LABELS, TokenQKVView, token_qkv_limits
+
+
+class TokenQKVDashboard(Dashboard):
+    """Notebook 02's token dashboard: a token and a bias → its q, k, v, scores, weights, output.
+
+    Controls: ``token`` (a Dropdown over the sentence's tokens; its value is the
+    position i) and ``bias`` (ToggleButtons over "none", "q", "k", "v": which
+    projection gets its bias vector). Every change looks up
+    :func:`attn_lib.experiments.token_qkv` for that token and setting (all L × 4
+    results are computed once, when the dashboard is built, which also fixes the y
+    limits so that bars compare across settings) and redraws
+    :class:`attn_lib.plotting.TokenQKVView`: the setting as filled bars, the same
+    token without any bias as dashed outlines. A bias on K leaves the scores shifted
+    by a constant and the weights unchanged; a bias on V leaves the weights unchanged
+    and shifts the output by b_V; a bias on Q changes the weights.
+
+    Args:
+        index: the initial token position (negative counts from the end).
+        bias: the initial bias setting, one of :data:`attn_lib.experiments.BIAS_CHOICES`.
+        sentence: tokens and x (L, d_model); default :func:`attn_lib.data.qkv_sentence`.
+        bias_scale: multiplier of the bias vectors (1 = nn.Linear's init range
+            U(±1/√d_model)); the default 3 makes a Q bias's effect easy to see.
+        d_k, d_v, seed: as :func:`attn_lib.experiments.qkv_example`.
+        dpi: resolution of the PNG.
+
+    Attributes:
+        sentence: the sentence shown.
+        results: {(position, bias): TokenQKV}, every setting, computed once.
+        result: the TokenQKV currently shown; reference: the same token with no bias.
+        view: the TokenQKVView that draws them.
+
+    Raises:
+        IndexError: index out of range. ValueError: an unknown bias, a bias_scale
+            that is not > 0. ShapeError: as :func:`attn_lib.experiments.qkv_example`.
+
+    Source: article section 2.1 (Q, K, V); torch.nn.Linear (bias=True by default).
+    """
+
+    plain_text = (
+        "Dashboard: one token's query, key, value, scores, weights and output, with a bias "
+        "switch (none / on Q / on K / on V). It needs a running Jupyter kernel; the static "
+        "figures above show its default setting and the four bias settings."
+    )
+
+    def __init__(
+        self,
+        index: int = 2,
+        bias: str = "none",
+        *,
+        sentence: Sentence | None = None,
+        bias_scale: float = 3.0,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        seed: int = 0,
+        dpi: float = 80,
+    ) -> None:
+        self.sentence = qkv_sentence() if sentence is None else sentence
+        tokens, x = self.sentence.tokens, self.sentence.x
+        first = token_qkv(x, index, bias, d_k=d_k, d_v=d_v, bias_scale=bias_scale, seed=seed)
+        self.results: dict[tuple[int, str], TokenQKV] = {
+            (i, b): token_qkv(x, i, b, d_k=d_k, d_v=d_v, bias_scale=bias_scale, seed=seed)
+            for i in range(len(tokens))
+            for b in BIAS_CHOICES
+        }
+        style = {"description_width": "initial"}
+        controls = {
+            "token": widgets.Dropdown(
+                options=[(f"{i}: {t}", i) for i, t in enumerate(tokens)],
+                value=first.index,
+                description="token",
+                style=style,
+                layout=widgets.Layout(width="180px"),
+            ),
+            "bias": widgets.ToggleButtons(
+                options=[(BIAS_LABELS[b], b) for b in BIAS_CHOICES],
+                value=first.bias,
+                description="bias",
+                style={**style, "button_width": "90px"},
+            ),
+        }
+        figure = new_figure(figsize=(10.5, 6.4), dpi=dpi)
+        self.view = TokenQKVView(
+            figure,
+            tokens,
+            len(first.query),
+            len(first.value),
+            limits=token_qkv_limits(list(self.results.values())),
+        )
+        self._show(first.index, first.bias)
+        freeze_layout(figure)
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def _show(self, token: int, bias: str) -> None:
+        self.result = self.results[(token, bias)]
+        self.reference = self.results[(token, "none")]
+        self.view.update(self.result, self.reference)
+
+    def render(self, token: int, bias: str) -> None:
+        """Look up this token and bias setting and redraw the bars."""
+        self._show(token, bias)
+
+    def to_png(self) -> bytes:
+        """Redraw only the bars, the weight labels and the title."""
+        return self._renderer.render()
+
+
+__all__ += ["TokenQKVDashboard"]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 06: one mask in three conventions (article section 3.4)
+# ---------------------------------------------------------------------------
+
+from .data import (
+    CONVENTION_MASK_CHOICES,
+    MASK_CONVENTIONS,
+    ConventionResult,
+    convention_setting,
+)
+from .plotting import ConventionView, PanelCacheRenderer
+
+
+class MaskConventionDashboard(Dashboard):
+    """Notebook 06's dashboard: how a mask is passed → attn_lib's, MHA's and SDPA's weights.
+
+    Controls: ``convention`` (a Dropdown over :data:`attn_lib.data.MASK_CONVENTIONS`:
+    the article's keep-mask, MHA's attn_mask, MHA's key_padding_mask, SDPA's bool
+    mask, SDPA's additive mask, or the keep-mask passed to MHA unconverted "by
+    mistake"), ``mask`` ("none", "padding", "causal", "fully masked row") and
+    ``sequence`` (0 or 1). Every change calls
+    :func:`attn_lib.data.convention_setting` and redraws the tensor as passed and the
+    three (4, 4) heatmaps, with each one's max |Δ| against attn_lib in its title and
+    NaN cells hatched red.
+
+    Args:
+        convention, mask, sequence: the initial setting.
+        dpi: resolution of the PNG.
+
+    Attributes:
+        result: the ConventionResult currently shown.
+        view: the ConventionView that draws it.
+
+    Source: article section 3.4; torch.nn.MultiheadAttention and
+        torch.nn.functional.scaled_dot_product_attention docs (mask conventions).
+    """
+
+    plain_text = (
+        "Dashboard: one mask passed in each convention (article keep-mask, "
+        "nn.MultiheadAttention, scaled_dot_product_attention) and the weights each gives. "
+        "It needs a running Jupyter kernel; the static figures above show its settings."
+    )
+
+    def __init__(
+        self,
+        convention: str = "keep",
+        mask: str = "padding",
+        sequence: int = 1,
+        *,
+        dpi: float = 80,
+    ) -> None:
+        # The pure function checks the setting first and says what is wrong in a sentence.
+        self.result: ConventionResult = convention_setting(convention, mask, sequence)
+        style = {"description_width": "initial"}
+        controls = {
+            "convention": widgets.Dropdown(
+                options=[(label, key) for key, label in MASK_CONVENTIONS.items()],
+                value=convention,
+                description="mask passed as",
+                style=style,
+                layout=widgets.Layout(width="300px"),
+            ),
+            "mask": widgets.ToggleButtons(
+                options=list(CONVENTION_MASK_CHOICES),
+                value=mask,
+                description="mask",
+                style={**style, "button_width": "118px"},
+            ),
+            "sequence": widgets.ToggleButtons(
+                options=[("0", 0), ("1", 1)],
+                value=sequence,
+                description="sequence",
+                style={**style, "button_width": "48px"},
+            ),
+        }
+        figure = new_figure(figsize=(13.0, 4.3), dpi=dpi)
+        self.view = ConventionView(figure, self.result.keep.shape[-1])
+        self.view.update(self.result)
+        freeze_layout(figure)  # titles always have the same number of lines
+        # Four panels, one or two of which change per click: redraw only those.
+        self._renderer = PanelCacheRenderer(
+            figure, self.view.panel_artists, self.view.panel_regions, [self.view.suptitle]
+        )
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def render(self, convention: str, mask: str, sequence: int) -> None:
+        """Compute the setting with the pure function and show it."""
+        self.result = convention_setting(convention, mask, sequence)
+        self.view.update(self.result)
+
+    def to_png(self) -> bytes:
+        """Redraw the panels whose content changed; the key tick labels decide the background."""
+        return self._renderer.render(
+            self.view.panel_keys(self.result), background_key=self.result.key_labels
+        )
+
+
+__all__ += ["MaskConventionDashboard"]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 03: the saturation dashboard (article section 2.2)
+# ---------------------------------------------------------------------------
+
+from functools import lru_cache
+
+from .experiments import (
+    SATURATION_D_KS,
+    SCALINGS,
+    SaturationCurve,
+    SaturationRow,
+    saturation_curves,
+    saturation_row,
+)
+from .plotting import SaturationView
+
+SATURATION_TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
+SATURATION_SCALING_LABELS = {"none": "none", "sqrt": "÷ √d_k", "linear": "÷ d_k"}
+
+
+@lru_cache(maxsize=32)
+def _cached_saturation_curves(
+    L: int, n_sequences: int, temperature: float, seed: int
+) -> dict[str, SaturationCurve]:
+    return saturation_curves(
+        SATURATION_D_KS, SCALINGS, L=L, n_sequences=n_sequences, temperature=temperature,
+        seed=seed,
+    )  # fmt: skip
+
+
+class SaturationDashboard(Dashboard):
+    """Notebook 03's dashboard: d_k, scaling and temperature → one row and the saturation curves.
+
+    Controls: ``d_k`` (a SelectionSlider over 1, 2, 4, …, 1024), ``scaling``
+    (ToggleButtons: "none", "sqrt" = ÷√d_k, "linear" = ÷d_k) and ``temperature``
+    (a SelectionSlider over :data:`SATURATION_TEMPERATURES`, an extra divisor of the
+    scores). A change looks up :func:`attn_lib.experiments.saturation_row` (one
+    query against L keys; cached) and redraws :class:`attn_lib.plotting.SaturationView`:
+    the row's scores, its softmax weights and its Jacobian diag(p) − p pᵀ on top, and
+    the median largest weight, median entropy, median ‖∂loss/∂q‖ and saturated
+    fraction against d_k below, with the current point marked. The curves of
+    :func:`attn_lib.experiments.saturation_curves` are computed once per temperature,
+    for all three scalings at once: the initial temperature's when the dashboard is
+    built, each other one the first time it is chosen (about 0.1 s), all cached
+    across dashboards. An update only redraws the row panels, the curves' data and
+    the markers; the axes never move, so the figure is never laid out again.
+
+    Args:
+        d_k, scaling, temperature: the initial setting.
+        L: keys per row.
+        n_sequences: sequences per d_k for the curves (rows = n_sequences · L).
+        curve_seed: seed of the curves (0: the same draws as the notebook's curves).
+        row_seed: seed of the single row; the default 4 gives a row whose largest
+            weight is close to the median at every d_k (seed 0's row happens to be
+            much less saturated than typical at d_k = 64).
+        dpi: resolution of the PNG.
+
+    Attributes:
+        curves: {temperature: {scaling: SaturationCurve}} for the temperatures shown so
+            far (use :meth:`curves_at` for any of them).
+        row: the SaturationRow currently shown.
+        view: the SaturationView that draws it.
+
+    Raises:
+        ValueError: a d_k, scaling or temperature that the controls do not offer.
+
+    Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
+    """
+
+    plain_text = (
+        "Dashboard: d_k, scaling (none, ÷√d_k, ÷d_k) and temperature → one row's scores, "
+        "softmax weights and Jacobian, and the saturation curves against d_k. It needs a "
+        "running Jupyter kernel; the static figures above show its default setting and a "
+        "gallery of rows."
+    )
+
+    def __init__(
+        self,
+        d_k: int = 64,
+        scaling: str = "sqrt",
+        temperature: float = 1.0,
+        *,
+        L: int = 16,
+        n_sequences: int = 64,
+        curve_seed: int = 0,
+        row_seed: int = 4,
+        dpi: float = 80,
+    ) -> None:
+        if d_k not in SATURATION_D_KS:
+            raise ValueError(f"d_k must be one of {SATURATION_D_KS}, got {d_k!r}.")
+        if scaling not in SCALINGS:
+            raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}.")
+        if temperature not in SATURATION_TEMPERATURES:
+            raise ValueError(
+                f"temperature must be one of {SATURATION_TEMPERATURES}, got {temperature!r}."
+            )
+        self.L, self.row_seed = L, row_seed
+        self._n_sequences, self._curve_seed = n_sequences, curve_seed
+        self.curves: dict[float, dict[str, SaturationCurve]] = {}
+        self._rows: dict[tuple[int, str, float], SaturationRow] = {}
+        style = {"description_width": "initial"}
+        controls = {
+            "d_k": widgets.SelectionSlider(
+                options=[(str(d), d) for d in SATURATION_D_KS], value=d_k,
+                description="d_k", style=style, layout=widgets.Layout(width="330px"),
+            ),
+            "scaling": widgets.ToggleButtons(
+                options=[(SATURATION_SCALING_LABELS[s], s) for s in SCALINGS], value=scaling,
+                description="scores divided by", style={**style, "button_width": "70px"},
+            ),
+            "temperature": widgets.SelectionSlider(
+                options=[(f"{t:g}", t) for t in SATURATION_TEMPERATURES], value=temperature,
+                description="temperature", style=style, layout=widgets.Layout(width="330px"),
+            ),
+        }  # fmt: skip
+        threshold = self.curves_at(temperature)[scaling].threshold
+        figure = new_figure(figsize=(12.0, 7.0), dpi=dpi)
+        self.view = SaturationView(figure, L, threshold=threshold)  # fixed axes, no layout
+        self._show(d_k, scaling, temperature)
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def curves_at(self, temperature: float) -> dict[str, SaturationCurve]:
+        """The saturation curves of all three scalings at a temperature (computed once)."""
+        if temperature not in self.curves:
+            self.curves[temperature] = _cached_saturation_curves(
+                self.L, self._n_sequences, temperature, self._curve_seed
+            )
+        return self.curves[temperature]
+
+    def row_for(self, d_k: int, scaling: str, temperature: float) -> SaturationRow:
+        """The row shown for a setting (computed on first use, then cached)."""
+        key = (d_k, scaling, temperature)
+        if key not in self._rows:
+            self._rows[key] = saturation_row(
+                d_k, scaling, temperature, L=self.L, seed=self.row_seed
+            )
+        return self._rows[key]
+
+    def _show(self, d_k: int, scaling: str, temperature: float) -> None:
+        self.row = self.row_for(d_k, scaling, temperature)
+        self.view.update(self.row, self.curves_at(temperature))
+
+    def render(self, d_k: int, scaling: str, temperature: float) -> None:
+        """Look up the row and the curves for this setting and redraw them."""
+        self._show(d_k, scaling, temperature)
+
+    def to_png(self) -> bytes:
+        """Redraw only the row panels, the curves' data, the markers and the titles."""
+        return self._renderer.render()
+
+
+__all__ += [
+    "SATURATION_SCALING_LABELS",
+    "SATURATION_TEMPERATURES",
+    "SaturationDashboard",
+]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 07: the mask dashboard (article section 4.1)
+# ---------------------------------------------------------------------------
+
+from .experiments import (  # this section's own imports, kept with it
+    MASK_DEMO_L,
+    MASK_DTYPES,
+    PADDING_SIDES,
+    MaskSetting,
+    mask_setting,
+)
+from .plotting import MaskSettingView
+
+__all__ += ["MaskDashboard"]  # added to the list at the top
+
+_FILL_OPTIONS = (
+    ("attn_lib default (dtype-safe, zero rows)", "default"),
+    ("-1e9 (the article)", "-1e9"),
+    ("-inf", "-inf"),
+    ("0 (does not mask)", "0"),
+    ("torch.finfo(dtype).min", "finfo.min"),
+)
+
+
+class MaskDashboard(Dashboard):
+    """Masks live: sequence lengths, causal on/off, padding side, fill value, dtype.
+
+    A seeded batch of 3 sequences padded to L = 6 (d_k = 4) is run through
+    ``attn_lib.scaled_dot_product_attention`` with the keep-mask built from the
+    lengths (padding (B, 1, L), combined with an (L, L) causal mask by logical and)
+    and the chosen fill: "default" is attn_lib's dtype-safe fill with zero rows where
+    no key is allowed; any other fill behaves exactly like the article's masked_fill,
+    so -inf turns such rows into NaN, -1e9 into uniform rows, 0 masks nothing, and
+    -1e9 in float16 is refused by PyTorch, whose error text the figure then shows.
+    One heatmap per sequence: masked cells grey "×", leaks "×" on colour, NaN cells
+    red, and the weight left on masked keys in each title.
+
+    Controls: ``length_0``, ``length_1``, ``length_2`` (1..6), ``causal`` (False /
+    True), ``padding`` ("right" / "left"), ``fill`` (see
+    :data:`attn_lib.experiments.MASK_FILLS`), ``dtype`` ("float32", "float16",
+    "bfloat16"). Every change calls :func:`attn_lib.experiments.mask_setting`.
+
+    Args:
+        lengths: the initial lengths of the 3 sequences.
+        causal, padding, fill, dtype: the initial setting.
+        dpi: resolution of the PNG.
+
+    Attributes:
+        result: the MaskSetting currently shown.
+        view: the MaskSettingView that draws it.
+
+    Source: article sections 3.2 and 4.1.
+    """
+
+    plain_text = (
+        "Dashboard: masked attention weights of a padded batch (lengths, causal mask, padding "
+        "side, fill value, dtype). It needs a running Jupyter kernel; the static figures above "
+        "show its settings."
+    )
+
+    def __init__(
+        self,
+        lengths: tuple[int, int, int] = (6, 4, 2),
+        *,
+        causal: bool = False,
+        padding: str = "right",
+        fill: str = "default",
+        dtype: str = "float32",
+        dpi: float = 80,
+    ) -> None:
+        style = {"description_width": "initial"}
+        toggle_style = {"description_width": "initial", "button_width": "64px"}
+        sliders = {
+            f"length_{b}": widgets.IntSlider(
+                value=n, min=1, max=MASK_DEMO_L, description=f"length of seq {b}", style=style
+            )
+            for b, n in enumerate(lengths)
+        }
+        controls = {
+            **sliders,
+            "causal": widgets.ToggleButtons(
+                options=[("off", False), ("on", True)], value=causal,
+                description="causal mask", style=toggle_style,
+            ),
+            "padding": widgets.ToggleButtons(
+                options=list(PADDING_SIDES), value=padding, description="padding side",
+                style=toggle_style,
+            ),
+            "fill": widgets.Dropdown(
+                options=list(_FILL_OPTIONS), value=fill, description="fill value", style=style
+            ),
+            "dtype": widgets.ToggleButtons(
+                options=list(MASK_DTYPES), value=dtype, description="dtype",
+                style={"description_width": "initial", "button_width": "80px"},
+            ),
+        }  # fmt: skip
+        self.result: MaskSetting = mask_setting(
+            lengths, causal=causal, padding_side=padding, fill=fill, dtype=dtype
+        )
+        figure = new_figure(figsize=(11.0, 4.6), dpi=dpi)
+        self.view = MaskSettingView(figure, len(lengths), MASK_DEMO_L)
+        self.view.update(self.result)
+        freeze_layout(figure)  # tick labels never change: one layout pass is enough
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def render(self, **values: object) -> None:
+        """Compute the setting with the pure function and show it."""
+        lengths = tuple(int(values[f"length_{b}"]) for b in range(len(self.view.panels)))
+        self.result = mask_setting(
+            lengths,
+            causal=bool(values["causal"]),
+            padding_side=str(values["padding"]),
+            fill=str(values["fill"]),
+            dtype=str(values["dtype"]),
+        )
+        self.view.update(self.result)
+
+    def to_png(self) -> bytes:
+        """Redraw only the changing artists over a cached background."""
+        return self._renderer.render()
+
+
+# ---------------------------------------------------------------------------
+# Notebook 04: the shape dashboard (article section 2.3)
+# ---------------------------------------------------------------------------
+
+from .experiments import SHAPE_MODES, ShapeWalkthrough, shape_walkthrough
+from .plotting import ShapeDiagramLimits, ShapeWalkthroughView
+
+__all__ += ["ShapeDashboard"]  # added to the list at the top
+
+
+class ShapeDashboard(Dashboard):
+    """Every shape of softmax(Q Kᵀ / √d_k) V, drawn to scale, for sizes the reader picks.
+
+    Controls: ``B`` (1 … 4), ``L_q`` (1 … 7), ``L_k`` (1 … 8, used in cross-attention
+    only; disabled in self-attention, where L_k = L_q), ``d_model``, ``d_k``, ``d_v``
+    (1 … 12) and ``mode`` ("self" or "cross"). Every change calls
+    :func:`attn_lib.experiments.shape_walkthrough` and redraws, in one figure, the
+    projections and the attention as boxes whose sides are the matrices' sizes, the
+    shape table, and the weights of batch element 0 as a heatmap with token labels
+    (keys from the French sentence in cross-attention).
+
+    Args:
+        B, L_q, L_k, d_model, d_k, d_v, mode: the initial setting.
+        dpi: resolution of the PNG.
+
+    Attributes:
+        result: the :class:`attn_lib.experiments.ShapeWalkthrough` currently shown.
+        view: the :class:`attn_lib.plotting.ShapeWalkthroughView` that draws it.
+
+    Raises:
+        ValueError: an initial value outside the sliders' bounds, or an unknown mode.
+
+    Source: article section 2.3; Vaswani et al. 2017, eq. (1).
+    """
+
+    plain_text = (
+        "Dashboard: the shapes of attention for the sizes B, L_q, L_k, d_model, d_k, d_v "
+        "and self- or cross-attention. It needs a running Jupyter kernel; the static "
+        "figures above show its default setting and a self/cross gallery."
+    )
+    limits = ShapeDiagramLimits()
+
+    def __init__(
+        self,
+        B: int = 2,
+        L_q: int = 7,
+        L_k: int = 8,
+        d_model: int = 10,
+        d_k: int = 6,
+        d_v: int = 4,
+        mode: str = "self",
+        *,
+        dpi: float = 72,
+    ) -> None:
+        lim = self.limits
+        bounds = {"B": lim.B, "L_q": lim.L_q, "L_k": lim.L_k, "d_model": lim.d, "d_k": lim.d,
+                  "d_v": lim.d}  # fmt: skip
+        initial = {"B": B, "L_q": L_q, "L_k": L_k, "d_model": d_model, "d_k": d_k, "d_v": d_v}
+        for name, value in initial.items():
+            if not 1 <= value <= bounds[name]:
+                raise ValueError(f"{name} must be in 1 … {bounds[name]}, got {value}.")
+        if mode not in SHAPE_MODES:
+            raise ValueError(f"mode must be one of {SHAPE_MODES}, got {mode!r}.")
+        descriptions = {"B": "B (batch)", "L_q": "L_q (queries)", "L_k": "L_k (keys)"}
+        controls: dict[str, widgets.ValueWidget] = {
+            name: widgets.IntSlider(
+                value=initial[name], min=1, max=bounds[name], step=1,
+                description=descriptions.get(name, name), style={"description_width": "95px"},
+                layout=widgets.Layout(width="300px"),
+            )
+            for name in initial
+        }  # fmt: skip
+        controls["mode"] = widgets.ToggleButtons(
+            options=[("self-attention", "self"), ("cross-attention", "cross")],
+            value=mode, description="mode", style={"description_width": "45px"},
+        )  # fmt: skip
+        self.result: ShapeWalkthrough = shape_walkthrough(B, L_q, L_k, d_model, d_k, d_v, mode)
+        figure = new_figure(dpi=dpi)
+        self.view = ShapeWalkthroughView(figure, lim, annotate=False)
+        self.view.update(self.result)
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        controls["mode"].observe(self._on_mode, names="value")
+        self._on_mode({"new": mode})
+        self.update()
+
+    def _on_mode(self, change: dict) -> None:
+        # In self-attention the keys are the queries' own tokens: L_k follows L_q.
+        self.controls["L_k"].disabled = change["new"] == "self"
+
+    def render(
+        self, B: int, L_q: int, L_k: int, d_model: int, d_k: int, d_v: int, mode: str
+    ) -> None:
+        """Compute the setting with the pure function and show it."""
+        self.result = shape_walkthrough(B, L_q, L_k, d_model, d_k, d_v, mode)
+        self.view.update(self.result)
+
+    def to_png(self) -> bytes:
+        """Redraw only the changing artists; the mode decides the background."""
+        return self._renderer.render(background_key=self.view.background_key(self.result))
+
+    def close(self) -> None:
+        """As :meth:`Dashboard.close`, and stop following the mode."""
+        if not self.closed:
+            self.controls["mode"].unobserve(self._on_mode, names="value")
+        super().close()
+
+
+# ---------------------------------------------------------------------------
+# Notebook 08: dropout on the weights; a naive softmax overflowing (article 4.3)
+# ---------------------------------------------------------------------------
+
+from .data import ARTICLE_SEQ_LEN, DROPOUT_PLACEMENTS, DropoutSetting, dropout_setting
+from .experiments import OVERFLOW_DTYPES, OVERFLOW_OFFSETS, SoftmaxOverflow, softmax_overflow
+from .plotting import DropoutView, SoftmaxOverflowView
+
+__all__ += ["DropoutDashboard", "SoftmaxOverflowDashboard"]  # added to the list at the top
+
+
+class DropoutDashboard(Dashboard):
+    """Dropout on the article's example: probability, placement, train/eval mode, live.
+
+    Controls: ``p`` (0 … 0.6, step 0.05), ``placement`` ("after softmax", "before
+    softmax", "none"), ``training`` (True for ``model.train()``, False for
+    ``model.eval()``). Every change calls :func:`attn_lib.data.dropout_setting` and
+    redraws the weights of sequence 0 (dropped cells outlined in red) beside their row
+    sums (orange where a sum is not 1, a dashed line at 1).
+
+    Args:
+        p, placement, training: the initial setting.
+        dpi: resolution of the PNG.
+
+    Attributes:
+        result: the DropoutSetting currently shown.
+        view: the DropoutView that draws it.
+
+    Source: article section 4.3; torch.nn.functional.dropout.
+    """
+
+    plain_text = (
+        "Dashboard: dropout on the attention weights of the article's example (p, placement, "
+        "train/eval). It needs a running Jupyter kernel; the static figures above show its "
+        "settings."
+    )
+
+    def __init__(
+        self,
+        p: float = 0.2,
+        placement: str = "after softmax",
+        training: bool = True,
+        *,
+        dpi: float = 80,
+    ) -> None:
+        style = {"description_width": "initial"}
+        controls = {
+            "p": widgets.FloatSlider(
+                value=p, min=0.0, max=0.6, step=0.05, readout_format=".2f",
+                description="dropout p", style=style,
+            ),
+            "placement": widgets.ToggleButtons(
+                options=list(DROPOUT_PLACEMENTS), value=placement, description="placement",
+                style={"description_width": "initial", "button_width": "110px"},
+            ),
+            "training": widgets.ToggleButtons(
+                options=[("train()", True), ("eval()", False)], value=training,
+                description="mode", style={"description_width": "initial", "button_width": "70px"},
+            ),
+        }  # fmt: skip
+        self.result: DropoutSetting = dropout_setting(p, placement, training)
+        figure = new_figure(figsize=(8.4, 4.2), dpi=dpi)
+        self.view = DropoutView(figure, ARTICLE_SEQ_LEN)
+        self.view.update(self.result)
+        freeze_layout(figure)  # tick labels never change: one layout pass is enough
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def render(self, p: float, placement: str, training: bool) -> None:
+        """Compute the setting with the pure function and show it."""
+        self.result = dropout_setting(float(p), placement, bool(training))
+        self.view.update(self.result)
+
+    def to_png(self) -> bytes:
+        """Redraw only the changing artists over a cached background."""
+        return self._renderer.render()
+
+
+class SoftmaxOverflowDashboard(Dashboard):
+    """A naive softmax against the max trick as the scores grow, in float32 or float16.
+
+    Controls: ``largest`` (the row's largest score, 0 … 100, step 0.25; the row is
+    largest + :data:`attn_lib.experiments.OVERFLOW_OFFSETS`) and ``dtype`` ("float32",
+    "float16"). Every change calls :func:`attn_lib.experiments.softmax_overflow` and
+    redraws the scores with the overflow line at log(finfo(dtype).max), and the two
+    softmaxes' weights side by side (NaN as a red hatched bar).
+
+    Args:
+        largest, dtype: the initial setting.
+        dpi: resolution of the PNG.
+
+    Attributes:
+        result: the SoftmaxOverflow currently shown.
+        view: the SoftmaxOverflowView that draws it.
+
+    Source: article section 4.3 (the max trick).
+    """
+
+    plain_text = (
+        "Dashboard: a naive softmax against the max trick as the scores grow (largest score, "
+        "dtype). It needs a running Jupyter kernel; the static figures above show its settings."
+    )
+
+    def __init__(self, largest: float = 80.0, dtype: str = "float32", *, dpi: float = 80) -> None:
+        controls = {
+            "largest": widgets.FloatSlider(
+                value=largest, min=0.0, max=100.0, step=0.25, readout_format=".2f",
+                description="largest score", style={"description_width": "initial"},
+                layout=widgets.Layout(width="420px"),
+            ),
+            "dtype": widgets.ToggleButtons(
+                options=list(OVERFLOW_DTYPES), value=dtype, description="dtype",
+                style={"description_width": "initial", "button_width": "80px"},
+            ),
+        }  # fmt: skip
+        self.result: SoftmaxOverflow = softmax_overflow(largest, dtype)
+        figure = new_figure(figsize=(9.0, 4.0), dpi=dpi)
+        self.view = SoftmaxOverflowView(figure, len(OVERFLOW_OFFSETS))
+        self.view.update(self.result)
+        freeze_layout(figure)
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def render(self, largest: float, dtype: str) -> None:
+        """Compute the setting with the pure function and show it."""
+        self.result = softmax_overflow(float(largest), dtype)
+        self.view.update(self.result)
+
+    def to_png(self) -> bytes:
+        """Redraw only the changing artists; the scores axis' y limits pick the background."""
+        return self._renderer.render(background_key=self.view.ax_scores.get_ylim())
+
+
+# ---------------------------------------------------------------------------
+# Notebook 09: does scaling matter in training? (article section 4.3)
+# ---------------------------------------------------------------------------
+
+from .plotting import RunOverviewView  # this section's own imports, kept with it
+from .training import SETTING_LABELS, RunOverview, ScalingExperiment, run_overview
+
+__all__ += ["TrainingDashboard"]  # added to the list at the top
+
+
+class TrainingDashboard(Dashboard):
+    """Notebook 09's runs, browsed: d_k and setting → loss curves and a learned heatmap.
+
+    Controls: ``d_k`` (ToggleButtons over ``experiment.d_ks``) and ``setting``
+    (ToggleButtons over ``experiment.settings``). A change looks up
+    :func:`attn_lib.training.run_overview` for the pair (precomputed for every pair when
+    the dashboard is built: no training happens in a callback) and redraws
+    :class:`attn_lib.plotting.RunOverviewView`: the median smoothed loss of every setting at
+    that d_k, the chosen one bold with its interquartile band, and the weights its median
+    seed learned on the evaluation example.
+
+    Args:
+        experiment: a ScalingExperiment already trained (e.g. the notebook's).
+        setting, d_k: the initial selection.
+        dpi: resolution of the PNG.
+
+    Attributes:
+        experiment: the experiment shown.
+        overviews: {(setting, d_k): RunOverview}, computed at construction.
+        overview: the RunOverview currently shown.
+        view: the RunOverviewView that draws it.
+
+    Raises:
+        ValueError: a setting or d_k that the experiment did not run.
+
+    Source: notebook 09 of this series; article section 4.3.
+    """
+
+    plain_text = (
+        "Dashboard: d_k and scaling setting → the loss curves (median and interquartile band "
+        "over seeds) and the weights learned by the median seed, from the runs trained above. "
+        "It needs a running Jupyter kernel; the static figures above show its default setting "
+        "and a gallery."
+    )
+
+    def __init__(
+        self,
+        experiment: ScalingExperiment,
+        setting: str = "unscaled",
+        d_k: int = 512,
+        *,
+        dpi: float = 72,
+    ) -> None:
+        if setting not in experiment.settings:
+            raise ValueError(f"setting must be one of {experiment.settings}, got {setting!r}.")
+        if d_k not in experiment.d_ks:
+            raise ValueError(f"d_k must be one of {experiment.d_ks}, got {d_k!r}.")
+        self.experiment = experiment
+        self.overviews: dict[tuple[str, int], RunOverview] = {
+            (s, d): run_overview(experiment, s, d) for s in experiment.settings
+            for d in experiment.d_ks
+        }  # fmt: skip
+        first = self.overviews[setting, d_k]
+        style = {"description_width": "initial"}
+        controls = {
+            "d_k": widgets.ToggleButtons(
+                options=[(str(d), d) for d in experiment.d_ks], value=d_k, description="d_k",
+                style={**style, "button_width": "52px"},
+            ),
+            "setting": widgets.ToggleButtons(
+                options=[(SETTING_LABELS[s], s) for s in experiment.settings], value=setting,
+                description="setting", style={**style, "button_width": "190px"},
+            ),
+        }  # fmt: skip
+        n_keys = first.weights.shape[-1]
+        figure = new_figure(figsize=(11.0, 4.4), dpi=dpi)
+        self.view = RunOverviewView(figure, experiment.settings, first.steps, n_keys,
+                                    first.threshold, first.baseline)  # fmt: skip
+        self.overview = first
+        self.view.update(first)
+        freeze_layout(figure)  # axis ranges and tick labels never change
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        self._pngs: dict[tuple[str, int], bytes] = {}
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def render(self, d_k: int, setting: str) -> None:
+        """Look up the precomputed overview of (setting, d_k) and show it."""
+        self.overview = self.overviews[setting, d_k]
+        self.view.update(self.overview)
+
+    def to_png(self) -> bytes:
+        """Redraw only the curves, the band, the heatmap and the titles; a selection seen
+        before reuses its PNG (the figure depends on the selection only)."""
+        key = (self.overview.setting, self.overview.d_k)
+        if key not in self._pngs:
+            self._pngs[key] = self._renderer.render()
+        return self._pngs[key]
+
+
+# ---------------------------------------------------------------------------
+# Notebook 10: what attention costs — memory per method, and the chunked walk
+# ---------------------------------------------------------------------------
+
+from .experiments import (  # this section's own imports, kept with it
+    COST_BLOCK_SIZES,
+    COST_D_KS,
+    COST_LENGTHS,
+    MemorySetting,
+    OnlineSoftmaxWalk,
+    memory_setting,
+    online_softmax_walk,
+    walk_block_size,
+)
+from .plotting import ChunkedAttentionView
+
+__all__ += ["ChunkedAttentionDashboard"]  # added to the list at the top
+
+
+class ChunkedAttentionDashboard(Dashboard):
+    """Memory of naive and chunked attention for L, d_k and a block size; the walk, step by step.
+
+    Controls: ``L`` (256 … 8192, powers of two), ``d_k`` (16 … 256, d_v = d_k),
+    ``block_size`` (1 … 2048 keys, powers of two; used as min(block_size, L)) and
+    ``step`` (1 … the number of blocks of the walk). A change calls
+    :func:`attn_lib.experiments.memory_setting` (cached) and
+    :func:`attn_lib.experiments.online_softmax_walk` (the walk example's 16 keys split
+    into as many blocks as the setting has, at most 16: see
+    :func:`attn_lib.experiments.walk_block_size`; cached per block size), and redraws
+    :class:`attn_lib.plotting.ChunkedAttentionView`: bytes against L with the current L
+    marked, the three methods at L as bars, and one step of the online softmax (scores,
+    running max, the step's numbers, running output against the final output). When L
+    or the block size changes the number of steps, the step slider's range follows
+    (the step is clipped to it).
+
+    Args:
+        L, d_k, block_size: the initial setting (values of the grids above).
+        step: the initial step, 1-based (clipped to the number of steps).
+        dpi: resolution of the PNG.
+
+    Attributes:
+        setting: the MemorySetting shown. walk: the OnlineSoftmaxWalk shown.
+        view: the ChunkedAttentionView that draws them.
+
+    Raises:
+        ValueError: an initial value outside the grids, or step < 1.
+
+    Source: attn_lib.chunked (online softmax); article section 1.2; notebook 10.
+    """
+
+    plain_text = (
+        "Dashboard: memory of naive and chunked attention for L, d_k and the key-block size, "
+        "and the chunked walk over key blocks step by step. It needs a running Jupyter kernel; "
+        "the static figures above show its default setting and a gallery of the walk."
+    )
+
+    def __init__(
+        self,
+        L: int = 4096,
+        d_k: int = 64,
+        block_size: int = 512,
+        step: int = 6,
+        *,
+        dpi: float = 72,
+    ) -> None:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            raise ValueError(f"step must be an int ≥ 1, got {step!r}.")
+        self.setting: MemorySetting = memory_setting(L, d_k, block_size)  # checks the grids
+        self.walk: OnlineSoftmaxWalk = online_softmax_walk(self.setting.walk_block)
+        step = min(step, self.walk.n_steps)
+        style = {"description_width": "initial"}
+        layout = widgets.Layout(width="330px")
+        controls: dict[str, widgets.ValueWidget] = {
+            "L": widgets.SelectionSlider(
+                options=[(str(n), n) for n in COST_LENGTHS], value=L, description="L (tokens)",
+                style=style, layout=layout,
+            ),
+            "d_k": widgets.SelectionSlider(
+                options=[(str(n), n) for n in COST_D_KS], value=d_k, description="d_k = d_v",
+                style=style, layout=layout,
+            ),
+            "block_size": widgets.SelectionSlider(
+                options=[(str(n), n) for n in COST_BLOCK_SIZES], value=block_size,
+                description="key block", style=style, layout=layout,
+            ),
+            "step": widgets.IntSlider(
+                value=step, min=1, max=self.walk.n_steps, step=1, description="walk step",
+                style=style, layout=layout,
+            ),
+        }  # fmt: skip
+        self._holding = False
+        # Registered before the base class's observers, so the step range is right
+        # before the update that the L or block-size change triggers.
+        for name in ("L", "block_size"):
+            controls[name].observe(self._sync_step, names="value")
+        figure = new_figure(figsize=(11.0, 7.2), dpi=dpi)
+        self.view = ChunkedAttentionView(figure)
+        self.view.update(self.setting, self.walk, step - 1)
+        freeze_layout(figure)  # axes, ticks and legends never move
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
+        super().__init__(controls, figure)
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self.update()
+
+    def _sync_step(self, change: dict) -> None:
+        """Set the step slider's range to the new walk's number of steps (no redraw)."""
+        values = self.values
+        n_steps = online_softmax_walk(walk_block_size(values["L"], values["block_size"])).n_steps
+        self._holding = True  # a clipped step value must not redraw with a half-set state
+        try:
+            self.controls["step"].max = n_steps
+        finally:
+            self._holding = False
+
+    def update(self) -> None:
+        """As :meth:`Dashboard.update`, except while the step range is being set."""
+        if not self._holding:
+            super().update()
+
+    def render(self, L: int, d_k: int, block_size: int, step: int) -> None:
+        """Look up the (cached) memory setting and walk, and show the step."""
+        self.setting = memory_setting(L, d_k, block_size)
+        self.walk = online_softmax_walk(self.setting.walk_block)
+        self.view.update(self.setting, self.walk, min(step, self.walk.n_steps) - 1)
+
+    def to_png(self) -> bytes:
+        """Redraw only the changing artists over the cached background."""
+        return self._renderer.render()
+
+    def close(self) -> None:
+        """As :meth:`Dashboard.close`, and stop following L and the block size."""
+        if not self.closed:
+            for name in ("L", "block_size"):
+                self.controls[name].unobserve(self._sync_step, names="value")
+        super().close()

@@ -50,6 +50,9 @@ def kernel_env() -> dict[str, str]:
     # The inline backend (ipykernel's default) is what a learner sees in JupyterLab; a
     # MPLBACKEND=Agg inherited from a CI shell would turn every figure into a warning.
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    # One intra-op thread: the notebooks use small tensors, and under the test run two
+    # kernels share two cores, where competing thread pools made small ops 10x slower.
+    env["OMP_NUM_THREADS"] = "1"
     return env
 
 

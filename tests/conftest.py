@@ -1,0 +1,24 @@
+"""Shared pytest settings for the unit tests and for the nbval kernels."""
+
+import os
+
+import pytest
+import torch
+
+# nbval's kernels inherit this process's environment: give them the settings that
+# tools/execute_notebooks.py gives the kernels that store the outputs, so that a stored
+# notebook and its re-run see the same hash seed, matplotlib backend and thread count.
+os.environ["PYTHONHASHSEED"] = "0"
+os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+os.environ["OMP_NUM_THREADS"] = "1"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Tests use tiny tensors: one intra-op thread each avoids oversubscribing the two cores
+    that the xdist workers and the notebook kernels share (a 4×4 softmax took ~12 ms with two
+    competing threads, ~0.06 ms with one)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -1,0 +1,284 @@
+"""Notebook 03's saturation dashboard and figures, driven headlessly.
+
+Every control is set to each of its options; the dashboard must then hold and draw exactly
+what attn_lib.experiments.saturation_row and saturation_curves compute, on the same figure
+and the same artists, as a valid PNG, without NaN and without leaking a pyplot figure.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import itertools
+import statistics
+
+import ipywidgets
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from attn_lib import experiments, plotting
+from attn_lib.widgets import (
+    SATURATION_TEMPERATURES,
+    SaturationDashboard,
+    measure_update_latency,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ROW_SEED, L, N_SEQUENCES = 4, 16, 64  # the dashboard's defaults
+CONTROL_VALUES = {
+    "d_k": list(experiments.SATURATION_D_KS),
+    "scaling": list(experiments.SCALINGS),
+    "temperature": list(SATURATION_TEMPERATURES),
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def headless_backend():
+    previous = plt.get_backend()
+    plt.switch_backend("Agg")
+    yield
+    plt.switch_backend(previous)
+
+
+@pytest.fixture(scope="module")
+def dashboard():
+    before = plt.get_fignums()
+    dash = SaturationDashboard()
+    assert plt.get_fignums() == before, "building the dashboard created a pyplot figure"
+    yield dash
+    dash.close()
+    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
+
+
+@pytest.fixture
+def fresh(dashboard):
+    """The module's dashboard, back at its default setting."""
+    dashboard.controls["temperature"].value = 1.0
+    dashboard.controls["scaling"].value = "sqrt"
+    dashboard.controls["d_k"].value = 64
+    return dashboard
+
+
+@functools.cache
+def expected_curves(temperature: float) -> dict[str, experiments.SaturationCurve]:
+    """What the dashboard should draw at a temperature, computed independently (once)."""
+    return experiments.saturation_curves(
+        experiments.SATURATION_D_KS, experiments.SCALINGS, L=L, n_sequences=N_SEQUENCES,
+        temperature=temperature, seed=0,
+    )  # fmt: skip
+
+
+def png_of(dash: SaturationDashboard) -> bytes:
+    return bytes(dash.image.value)
+
+
+def decode(png: bytes) -> np.ndarray:
+    assert png.startswith(PNG_MAGIC)
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+
+def assert_shows(dash: SaturationDashboard, d_k: int, scaling: str, temperature: float) -> None:
+    """The dashboard holds and draws exactly what the pure functions compute."""
+    assert dash.values == {"d_k": d_k, "scaling": scaling, "temperature": temperature}
+    assert dash.last_error is None and dash.status.value == ""
+    row = experiments.saturation_row(d_k, scaling, temperature, L=L, seed=ROW_SEED)
+    for name in ("query", "keys", "scores", "weights", "jacobian", "grad_q"):
+        torch.testing.assert_close(getattr(dash.row, name), getattr(row, name), rtol=0, atol=0)
+        assert torch.isfinite(getattr(dash.row, name)).all(), name
+    view = dash.view
+    np.testing.assert_array_equal([b.get_height() for b in view.score_bars.patches], row.scores)
+    np.testing.assert_array_equal([b.get_height() for b in view.weight_bars.patches], row.weights)
+    np.testing.assert_array_equal(view.jacobian.get_array(), row.jacobian.numpy())
+    assert f"max {row.max_weight:.2f}" in view.weight_title.get_text()
+    assert f"d_k = {d_k}," in view.suptitle.get_text()
+
+    curves = expected_curves(temperature)
+    for stat, lines in view.curve_lines.items():
+        log = view.curve_axes[stat].get_yscale() == "log"
+        for name, line in lines.items():
+            expected = getattr(curves[name], stat).numpy()
+            if log:
+                expected = np.maximum(expected, view.grad_floor)  # drawn on the floor
+            np.testing.assert_allclose(line.get_xdata(), curves[name].d_k.numpy())
+            np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-12)
+            assert (line.get_linewidth() > 2) == (name == scaling)  # the current one is bold
+        marker_x, marker_y = view.markers[stat].get_data()
+        i = experiments.SATURATION_D_KS.index(d_k)
+        expected_y = getattr(curves[scaling], stat)[i].item()
+        if log:
+            expected_y = max(expected_y, view.grad_floor)
+        assert list(marker_x) == [d_k]
+        assert marker_y[0] == pytest.approx(expected_y, rel=1e-12, abs=0)
+        assert list(view.cursors[stat].get_xdata()) == [d_k, d_k]
+    image = decode(png_of(dash))
+    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+
+
+def test_default_state(fresh):
+    assert_shows(fresh, 64, "sqrt", 1.0)
+    assert isinstance(fresh.widget, ipywidgets.VBox)
+    assert set(fresh.controls) == {"d_k", "scaling", "temperature"}
+    assert isinstance(fresh.controls["d_k"], ipywidgets.SelectionSlider)
+    assert fresh.controls["d_k"].continuous_update is False
+    assert fresh.controls["temperature"].continuous_update is False
+
+
+@pytest.mark.parametrize(("name", "values"), CONTROL_VALUES.items())
+def test_each_control_each_value(fresh, name, values):
+    figure, jacobian_artist = fresh.figure, fresh.view.jacobian
+    bars = fresh.view.weight_bars.patches[0]
+    for value in values:
+        previous_png, previous_row = png_of(fresh), fresh.row
+        fresh.controls[name].value = value
+        assert_shows(fresh, **fresh.values)
+        assert fresh.figure is figure  # the figure is reused...
+        assert fresh.view.jacobian is jacobian_artist  # ...and so are its artists
+        assert fresh.view.weight_bars.patches[0] is bars
+        if not torch.equal(previous_row.weights, fresh.row.weights):
+            assert png_of(fresh) != previous_png
+
+
+def test_extreme_combinations(fresh):
+    seen = set()
+    for d_k, scaling, temperature in itertools.product((1, 1024), experiments.SCALINGS,
+                                                       (0.25, 4.0)):  # fmt: skip
+        fresh.controls["d_k"].value = d_k
+        fresh.controls["scaling"].value = scaling
+        fresh.controls["temperature"].value = temperature
+        assert_shows(fresh, d_k, scaling, temperature)
+        seen.add(png_of(fresh))
+    # At d_k = 1 the three scalings give the same row, but the bold curve and the title differ.
+    assert len(seen) == 12
+
+
+def test_what_the_notebook_claims(fresh):
+    fresh.controls["scaling"].value = "none"
+    fresh.controls["d_k"].value = 1024
+    assert fresh.row.max_weight > 0.98 and fresh.row.jacobian_norm < 0.05
+    fresh.controls["scaling"].value = "sqrt"
+    assert fresh.row.max_weight < 0.5
+    fresh.controls["scaling"].value = "linear"
+    assert fresh.row.entropy > np.log(L) - 0.01  # ÷ d_k: almost uniform
+
+
+def test_blitted_image_equals_a_full_redraw(fresh):
+    for d_k, scaling in ((1024, "none"), (4, "linear"), (64, "sqrt")):
+        fresh.controls["d_k"].value = d_k
+        fresh.controls["scaling"].value = scaling
+        fast = decode(png_of(fresh))
+        for artist in fresh.view.dynamic_artists:
+            artist.set_animated(False)
+        try:
+            full = decode(plotting.figure_to_png(fresh.figure))
+        finally:
+            for artist in fresh.view.dynamic_artists:
+                artist.set_animated(True)
+        differs = (fast != full).any(axis=-1).mean()
+        assert differs < 1e-3, f"{differs:.2%} of the pixels differ for {d_k}, {scaling}"
+
+
+def test_repr_is_a_fixed_sentence_and_a_widget_view(fresh):
+    bundle = fresh._repr_mimebundle_()
+    assert bundle["text/plain"] == SaturationDashboard.plain_text
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_update_latency(fresh):
+    for t in SATURATION_TEMPERATURES:  # computed once per temperature, then cached
+        fresh.curves_at(t)
+    times = measure_update_latency(fresh, changes=20)
+    assert len(times) == 20
+    # Target: a median of 100 ms or less (about 55 ms of CPU per update measured here); the
+    # bound only catches gross regressions such as a layout pass or a new figure per update.
+    assert statistics.median(times) < 500.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"d_k": 3}, "d_k"), ({"scaling": "cube"}, "scaling"), ({"temperature": 3.0}, "temperature")],
+)
+def test_bad_initial_setting(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SaturationDashboard(**kwargs)
+
+
+def test_close_releases_everything():
+    before = plt.get_fignums()
+    dash = SaturationDashboard(d_k=1, scaling="none", temperature=4.0)
+    assert_shows(dash, 1, "none", 4.0)
+    dash.close()
+    assert dash.closed and dash.figure.axes == []
+    with pytest.raises(RuntimeError, match="closed"):
+        dash.update()
+    assert plt.get_fignums() == before
+
+
+# --- the static figures of notebook 03 ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def curves():
+    return experiments.saturation_curves(n_sequences=8)
+
+
+def test_static_figures(curves):
+    before = plt.get_fignums()
+    row = experiments.saturation_row(64, "sqrt", seed=4)
+    figures = [
+        plotting.plot_saturation_view(row, curves),
+        plotting.plot_saturation_curves(curves, ("grad_norm_median", "saturated_fraction")),
+        plotting.plot_gradient_quantiles(curves),
+        plotting.plot_saturation_rows([experiments.saturation_row(d, "none") for d in (4, 64)]),
+    ]
+    assert [len(f.axes) for f in figures] == [7, 2, 3, 2]  # the view's colorbar is an inset
+    lone = plotting.plot_gradient_quantiles(curves, ("none",), saturated_fraction=False)
+    assert len(lone.axes) == 1
+    plt.close(lone)
+    for fig in figures:
+        assert plotting.figure_to_png(fig).startswith(PNG_MAGIC)
+        plt.close(fig)
+    assert plt.get_fignums() == before
+
+
+def test_static_view_draws_the_row(curves):
+    row = experiments.saturation_row(1024, "none", seed=4)
+    fig = plotting.plot_saturation_view(row, curves)
+    try:
+        heights = [b.get_height() for b in fig.axes[1].patches]
+        np.testing.assert_array_equal(heights, row.weights.numpy())
+        assert fig.get_suptitle().startswith("d_k = 1024, scores none")
+    finally:
+        plt.close(fig)
+
+
+def test_figure_arguments_are_checked(curves):
+    fig, ax = plt.subplots()
+    try:
+        with pytest.raises(ValueError, match="stat"):
+            plotting.draw_saturation_curves(ax, curves, "mean_weight")
+        with pytest.raises(ValueError, match="empty"):
+            plotting.draw_saturation_curves(ax, {}, "median_entropy")
+        with pytest.raises(ValueError, match="no curve"):
+            plotting.plot_gradient_quantiles({"sqrt": curves["sqrt"]}, ("none",))
+        with pytest.raises(ValueError, match="at least one"):
+            plotting.plot_saturation_rows([])
+        view = plotting.SaturationView(plotting.new_figure(figsize=(12, 7)), L)
+        with pytest.raises(ValueError, match="scaling"):
+            view.update(experiments.saturation_row(64), {"sqrt": curves["sqrt"]})
+        with pytest.raises(ValueError, match="d_k = 3"):
+            view.update(experiments.saturation_row(3), curves)
+        with pytest.raises(ValueError, match="shape"):
+            view.update(experiments.saturation_row(64, L=8), curves)
+    finally:
+        plt.close(fig)
+
+
+def test_jacobian_uses_a_diverging_colormap_on_a_symmetric_range():
+    view = plotting.SaturationView(plotting.new_figure(figsize=(12, 7)), L)
+    assert view.jacobian.get_cmap().name == plotting.JACOBIAN_CMAP != plotting.ATTENTION_CMAP
+    assert view.jacobian.get_clim() == (-plotting.JACOBIAN_LIMIT, plotting.JACOBIAN_LIMIT)
+    row = experiments.saturation_row(2, "none", 0.25, seed=4)  # the most extreme entries
+    assert row.jacobian.abs().max() <= plotting.JACOBIAN_LIMIT

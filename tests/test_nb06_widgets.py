@@ -1,0 +1,326 @@
+"""Notebook 06: the mask-convention pure function, its figure and its dashboard, headlessly."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+import statistics
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+import attn_lib
+from attn_lib import data, plotting
+from attn_lib.reference import from_multihead_attention
+from attn_lib.widgets import MaskConventionDashboard, measure_update_latency
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CONVENTIONS = list(data.MASK_CONVENTIONS)
+MASKS = list(data.CONVENTION_MASK_CHOICES)
+# Conventions that hand every function the mask converted correctly.
+CORRECT = ("keep", "mha_attn_mask", "sdpa_bool", "sdpa_additive")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def headless_backend():
+    previous = plt.get_backend()
+    plt.switch_backend("Agg")
+    yield
+    plt.switch_backend(previous)
+
+
+@pytest.fixture
+def dashboard():
+    before = plt.get_fignums()
+    dash = MaskConventionDashboard()
+    yield dash
+    dash.close()
+    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
+
+
+def decode(png: bytes) -> np.ndarray:
+    assert png.startswith(PNG_MAGIC)
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+
+# --- the setup --------------------------------------------------------------------------------
+
+
+def test_article_mha_example_is_the_articles_order_and_leaves_the_rng_alone():
+    torch.manual_seed(0)
+    expected_next = torch.randn(3)
+    torch.manual_seed(0)
+    ex = data.article_mha_example()
+    torch.testing.assert_close(torch.randn(3), expected_next)
+
+    torch.manual_seed(42)  # the article: seed, x, its module, then PyTorch's module
+    x = torch.randn(2, 4, 8)
+    attn_lib.SingleHeadAttention(8, 8)
+    mha = torch.nn.MultiheadAttention(8, 1, bias=False, batch_first=True)
+    assert torch.equal(ex.x, x)
+    assert torch.equal(ex.mha.in_proj_weight, mha.in_proj_weight)
+    assert torch.equal(ex.mha.out_proj.weight, mha.out_proj.weight)
+    loaded = from_multihead_attention(mha)
+    for name in ("W_Q", "W_K", "W_V"):
+        assert torch.equal(getattr(ex.model, name).weight, getattr(loaded, name).weight)
+    with torch.no_grad():
+        torch.testing.assert_close(ex.Q, loaded.W_Q(x))
+        torch.testing.assert_close(ex.V, loaded.W_V(x))
+
+
+def test_convention_keep_masks():
+    assert data.convention_keep_mask("none") is None
+    assert data.convention_keep_mask("padding").shape == (2, 1, 4)
+    assert torch.equal(data.convention_keep_mask("causal"), attn_lib.causal_mask(4))
+    full = data.convention_keep_mask("fully masked row")
+    assert full.shape == (2, 4, 4)
+    assert full[0].all()
+    assert torch.equal(full[1].any(dim=-1), torch.tensor([True, True, False, False]))
+    with pytest.raises(ValueError, match="mask must be one of"):
+        data.convention_keep_mask("future")
+
+
+# --- the pure function ------------------------------------------------------------------------
+
+
+def expected_lib_weights(mask: str) -> torch.Tensor:
+    ex = data.article_mha_example()
+    _, w = attn_lib.scaled_dot_product_attention(ex.Q, ex.K, ex.V, data.convention_keep_mask(mask))
+    return w  # (B, L, L)
+
+
+@pytest.mark.parametrize(
+    ("convention", "mask", "b"), list(itertools.product(CONVENTIONS, MASKS, (0, 1)))
+)
+def test_convention_setting_matches_direct_computation(convention, mask, b):
+    r = data.convention_setting(convention, mask, b)
+    ref = expected_lib_weights(mask)[b]
+    torch.testing.assert_close(r.weights["attn_lib"], ref)
+    assert r.max_abs_diff["attn_lib"] == 0.0 and r.nan_rows["attn_lib"] == 0
+    assert not torch.isnan(r.weights["SDPA"]).any()  # SDPA never gives NaN
+    rows_with_key = r.keep.any(dim=-1)  # (L,)
+    if (
+        convention in CORRECT
+        or mask == "none"
+        or (convention == "mha_key_padding" and mask == "padding")
+    ):
+        # Every function got the intended mask: all agree on every row that has a key,
+        # attn_lib and SDPA also on the others (zeros).
+        assert r.error is None
+        torch.testing.assert_close(r.weights["SDPA"], ref)
+        torch.testing.assert_close(r.weights["MHA"][rows_with_key], ref[rows_with_key])
+        assert r.max_abs_diff["SDPA"] <= 1e-6 and r.max_abs_diff["MHA"] <= 1e-6
+        # MHA returns NaN exactly on the rows with no allowed key.
+        assert r.nan_rows["MHA"] == int((~rows_with_key).sum())
+        assert torch.isnan(r.weights["MHA"][~rows_with_key]).all()
+    elif convention == "mha_key_padding":  # causal or per-query: not expressible
+        assert r.error is not None and "key_padding_mask" in r.error
+        assert r.weights["MHA"] is None and math.isnan(r.max_abs_diff["MHA"])
+        torch.testing.assert_close(r.weights["SDPA"], ref)
+        assert not r.passed_blocked.any()
+        assert "not possible" in r.passed_name
+    else:  # inverted by mistake: both PyTorch functions are visibly wrong
+        assert convention == "inverted"
+        assert r.error is None
+        sdpa_err = (r.weights["SDPA"] - ref).abs().max()
+        assert sdpa_err > 0.1
+        mha = r.weights["MHA"]
+        assert r.nan_rows["MHA"] > 0 or (mha - ref).abs().max() > 0.1
+        # what MHA reads as blocked is exactly what should have been kept
+        assert torch.equal(r.passed_blocked, r.keep)
+
+
+def test_convention_setting_what_is_passed():
+    r = data.convention_setting("mha_attn_mask", "padding", 1)
+    assert r.passed_text[0] == ("False", "False", "True", "True")  # True = blocked
+    r = data.convention_setting("keep", "padding", 1)
+    assert r.passed_text[0] == ("True", "True", "False", "False")
+    assert torch.equal(r.passed_blocked, ~r.keep)
+    r = data.convention_setting("sdpa_additive", "causal", 0)
+    assert r.passed_text[0] == ("0", "-inf", "-inf", "-inf")
+    r = data.convention_setting("mha_key_padding", "padding", 1)
+    assert all(row == ("False", "False", "True", "True") for row in r.passed_text)
+    r = data.convention_setting("keep", "none", 0)
+    assert r.passed_name == "no mask passed"
+    assert all(t == "" for row in r.passed_text for t in row)
+    assert data.convention_setting("keep", "padding", 1).key_labels == (
+        "0", "1", "2 (pad)", "3 (pad)",
+    )  # fmt: skip
+    assert data.convention_setting("keep", "padding", 0).key_labels == ("0", "1", "2", "3")
+
+
+def test_fully_masked_row_values():
+    r = data.convention_setting("keep", "fully masked row", 1)
+    torch.testing.assert_close(r.weights["attn_lib"][2:], torch.zeros(2, 4))
+    torch.testing.assert_close(r.weights["SDPA"][2:], torch.zeros(2, 4))
+    assert torch.isnan(r.weights["MHA"][2:]).all()
+    assert r.nan_rows == {"attn_lib": 0, "MHA": 2, "SDPA": 0}
+    inverted = data.convention_setting("inverted", "padding", 0)  # full sequence: all blocked
+    assert inverted.nan_rows["MHA"] == 4 and math.isnan(inverted.max_abs_diff["MHA"])
+    torch.testing.assert_close(inverted.weights["SDPA"], torch.zeros(4, 4))
+
+
+def test_convention_setting_sdpa_weights_are_the_identity_trick():
+    ex = data.article_mha_example()
+    keep = data.convention_keep_mask("causal")
+    eye = torch.eye(4).expand(2, 4, 4)
+    with torch.no_grad():
+        direct = F.scaled_dot_product_attention(ex.Q, ex.K, eye, attn_mask=keep)
+    r = data.convention_setting("sdpa_bool", "causal", 1)
+    assert torch.equal(r.weights["SDPA"], direct[1])
+
+
+def test_convention_setting_returns_copies():
+    first = data.convention_setting("keep", "padding", 1)
+    first.weights["attn_lib"].zero_()
+    first.keep.zero_()
+    again = data.convention_setting("keep", "padding", 1)
+    assert again.weights["attn_lib"].sum() > 0 and again.keep.any()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("bogus", "none", 0), ("keep", "future", 0), ("keep", "none", 2), ("keep", "none", True)],
+)
+def test_convention_setting_refuses_bad_settings(args):
+    with pytest.raises(ValueError):
+        data.convention_setting(*args)
+
+
+# --- the figure ---------------------------------------------------------------------------------
+
+
+def test_static_figures_draw_and_mark_nan():
+    before = len(plt.get_fignums())
+    r = data.convention_setting("keep", "fully masked row", 1)
+    fig = plotting.plot_convention_setting(r)
+    fig.canvas.draw()
+    assert len(fig.axes) == 5  # mask, three heatmaps, colorbar
+    titles = [ax.get_title() for ax in fig.axes[:4]]
+    assert "NaN in 2 rows" in titles[2]
+    assert titles[1].startswith("attn_lib") and titles[3].startswith("SDPA")
+    plt.close(fig)
+    gallery = plotting.plot_convention_gallery(
+        [r, data.convention_setting("mha_key_padding", "causal", 1)]
+    )
+    assert len(gallery.axes) == 10
+    plt.close(gallery)
+    assert len(plt.get_fignums()) == before
+    with pytest.raises(ValueError):
+        plotting.plot_convention_gallery([])
+
+
+# --- the dashboard ------------------------------------------------------------------------------
+
+
+def assert_shows(dash: MaskConventionDashboard, convention: str, mask: str, sequence: int) -> None:
+    """The dashboard holds and draws exactly what the pure function computes."""
+    expected = data.convention_setting(convention, mask, sequence)
+    assert dash.values == {"convention": convention, "mask": mask, "sequence": sequence}
+    assert dash.last_error is None and dash.status.value == ""
+    view = dash.view
+    for name in data.IMPLEMENTATIONS:
+        got, want = dash.result.weights[name], expected.weights[name]
+        if want is None:
+            assert got is None
+            assert np.isnan(view.heatmaps[name].image.get_array().filled(np.nan)).all()
+            assert view.messages[name].get_text() != ""
+            continue
+        assert torch.equal(got.isnan(), want.isnan())
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+        shown = np.asarray(view.heatmaps[name].image.get_array().filled(np.nan))
+        np.testing.assert_array_equal(shown, want.numpy())
+        nan = want.isnan().numpy()
+        patches = np.array([[p.get_visible() for p in row] for row in view.nan_patches[name]])
+        np.testing.assert_array_equal(patches, nan)  # NaN cells, and only those, are hatched
+        texts = np.array([[t.get_text() for t in row] for row in view.heatmaps[name].texts])
+        assert (texts[nan] == "NaN").all()
+        # NaN only where the reader asked for it: MHA with a row it reads as fully blocked
+        if nan.any():
+            assert name == "MHA" and (mask == "fully masked row" or convention == "inverted")
+    overlay = np.asarray(view.heatmaps["attn_lib"].overlay.get_array())
+    np.testing.assert_array_equal(overlay[..., 3] == 1.0, ~expected.keep.numpy())
+    mask_texts = [[t.get_text() for t in row] for row in view.mask_texts]
+    assert mask_texts == [list(row) for row in expected.passed_text]
+    assert dash.figure.get_suptitle() == expected.title
+    labels = [t.get_text() for t in view.axes[1].get_xticklabels()]
+    assert labels == list(expected.key_labels)
+    image = decode(bytes(dash.image.value))
+    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+
+
+def test_default_state(dashboard):
+    assert_shows(dashboard, "keep", "padding", 1)
+    assert set(dashboard.controls) == {"convention", "mask", "sequence"}
+    labels = [o[0] for o in dashboard.controls["convention"].options]
+    assert labels == list(data.MASK_CONVENTIONS.values())
+    assert "inverted by mistake" in labels
+
+
+@pytest.mark.parametrize(
+    ("name", "values"), [("convention", CONVENTIONS), ("mask", MASKS), ("sequence", [0, 1])]
+)
+def test_each_control_each_value(dashboard, name, values):
+    figure, image_artist = dashboard.figure, dashboard.view.heatmaps["MHA"].image
+    for value in [*values, values[0]]:
+        previous_png = bytes(dashboard.image.value)
+        previous = dashboard.result
+        dashboard.controls[name].value = value
+        assert_shows(dashboard, **dashboard.values)
+        assert dashboard.figure is figure  # the figure is reused...
+        assert dashboard.view.heatmaps["MHA"].image is image_artist  # ...and its artists
+        if dashboard.result.title != previous.title:
+            assert bytes(dashboard.image.value) != previous_png
+
+
+def test_every_combination_and_cached_panels_equal_a_fresh_render(dashboard):
+    seen = set()
+    for convention, mask, sequence in itertools.product(CONVENTIONS, MASKS, (0, 1)):
+        dashboard.controls["convention"].value = convention
+        dashboard.controls["mask"].value = mask
+        dashboard.controls["sequence"].value = sequence
+        assert_shows(dashboard, convention, mask, sequence)
+        cached = decode(bytes(dashboard.image.value))
+        seen.add(bytes(dashboard.image.value))
+        if (convention, mask) in {("inverted", "causal"), ("sdpa_additive", "padding"),
+                                  ("mha_key_padding", "causal"), ("keep", "none")}:  # fmt: skip
+            renderer = dashboard._renderer
+            renderer._cache.clear()
+            renderer._backgrounds.clear()
+            fresh = decode(dashboard.to_png())
+            assert renderer.redrawn == [0, 1, 2, 3]
+            np.testing.assert_array_equal(cached, fresh)
+    assert len(seen) == len(CONVENTIONS) * len(MASKS) * 2  # every setting looks different
+
+
+def test_panel_cache_redraws_only_what_changed(dashboard):
+    dashboard.controls["convention"].value = "mha_attn_mask"  # same weights, other mask panel
+    assert dashboard._renderer.redrawn == [0]
+    dashboard.controls["convention"].value = "keep"  # seen before: nothing redrawn
+    assert dashboard._renderer.redrawn == []
+
+
+def test_repr_is_a_fixed_sentence(dashboard):
+    bundle = dashboard._repr_mimebundle_()
+    assert bundle["text/plain"] == MaskConventionDashboard.plain_text
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_update_latency(dashboard):
+    times = measure_update_latency(dashboard, changes=20)
+    assert len(times) == 20
+    # Target: a median of 100 ms or less (see the report); this bound catches regressions
+    # such as building a new figure per update, even on a busy machine.
+    assert statistics.median(times) < 500.0
+
+
+def test_bad_initial_setting_is_refused():
+    before = plt.get_fignums()
+    with pytest.raises(ValueError):
+        MaskConventionDashboard(convention="bogus")
+    assert plt.get_fignums() == before

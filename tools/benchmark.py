@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Measure how fast the series is, and print each figure beside its target.
+
+Run from the repository root, in the project's environment:
+
+    .venv/bin/python tools/benchmark.py            # everything (about 2-3 minutes)
+    .venv/bin/python tools/benchmark.py --skip-pytest   # P2-P5 only (about 40 s)
+
+Figures (medians of interleaved repeated runs; this machine is shared and noisy):
+
+P1  wall time of the full `pytest` run (as configured in pyproject.toml: unit tests and
+    nbval over every notebook, two xdist workers), and the time of each notebook under
+    nbval (the sum of its cells' durations, from the same run's JUnit report; kernel
+    start not included). Target: the full run <= 60 s on 2 cores.
+P2  each dashboard's update latency: median over 20 control changes. Target <= 100 ms.
+P3  attn_lib.scaled_dot_product_attention forward at (B=8, L=512, d=64, float32) against a
+    bare three-operation reference (matmul, softmax, matmul; no checks) and against
+    torch.nn.functional.scaled_dot_product_attention. Target: ratio to bare <= 1.10.
+P4  attn_lib.chunked_attention at L=8192: peak intermediate memory against the naive L x L
+    path (computed from tensor sizes; target <= 5 %), and its time against SDPA (target
+    <= 3x) and against the naive path.
+P5  `import attn_lib` time after `import torch`, in fresh interpreters. Target <= 50 ms.
+
+Timings are printed, never asserted: a timed test would fail at random on a busy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+rows: list[tuple[str, str, str, str]] = []  # (id, what, figure, target / verdict)
+
+
+def report(key: str, what: str, figure: str, target: str, ok: bool | None) -> None:
+    verdict = "" if ok is None else ("ok" if ok else "SHORT")
+    rows.append((key, what, figure, f"{target} {verdict}".strip()))
+    print(f"{key:<4} {what:<52} {figure:>14}   {target} {verdict}", flush=True)
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000.0
+
+
+# ---------------------------------------------------------------- P1: the test suite
+def bench_pytest() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wall = time.perf_counter() - start
+        tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "(no output)"
+        report("P1", f"full pytest run ({tail})", f"{wall:.1f} s", "<= 60 s", wall <= 60)
+        if proc.returncode != 0:
+            print("     pytest failed; its last lines:\n" + "\n".join(proc.stdout.splitlines()[-15:]))
+        per_notebook: dict[str, float] = defaultdict(float)
+        if junit.exists():
+            for case in ET.parse(junit).getroot().iter("testcase"):
+                name = case.get("classname", "") + "::" + case.get("name", "")
+                if ".ipynb" in name:
+                    notebook = name.split(".ipynb")[0].replace(".", "/").split("/")[-1] + ".ipynb"
+                    per_notebook[notebook] += float(case.get("time", 0.0))
+        for notebook, seconds in sorted(per_notebook.items()):
+            target = "<= 20 s" if notebook.startswith("09") else "<= 15 s" if notebook.startswith("10") else "<= 8 s"
+            limit = float(target.split()[1])
+            report("P1", f"  nbval {notebook} (cells only)", f"{seconds:.1f} s", target, seconds <= limit)
+
+
+# ---------------------------------------------------------------- P2: dashboards
+def dashboard_classes() -> list[type]:
+    from attn_lib import widgets
+
+    found = []
+    for name, obj in inspect.getmembers(widgets, inspect.isclass):
+        if issubclass(obj, widgets.Dashboard) and obj is not widgets.Dashboard:
+            if obj.__module__ == widgets.__name__ and not name.startswith("_"):
+                found.append(obj)
+    return found
+
+
+def bench_dashboards(repeats: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from attn_lib import widgets
+
+    boards = []
+    for cls in dashboard_classes():
+        try:
+            boards.append((cls.__name__, cls()))
+        except TypeError as err:  # a dashboard that needs arguments: say so, do not guess
+            report("P2", f"{cls.__name__}: not built ({err})", "-", "<= 100 ms", None)
+    samples: dict[str, list[float]] = defaultdict(list)
+    for _ in range(repeats):  # interleaved: every dashboard once per round
+        for name, board in boards:
+            samples[name].append(statistics.median(widgets.measure_update_latency(board, 20)))
+    for name, board in boards:
+        med = statistics.median(samples[name])
+        report("P2", f"{name} update (median of 20 changes)", f"{med:.1f} ms", "<= 100 ms", med <= 100)
+        board.close()
+
+
+# ---------------------------------------------------------------- P3, P4: attention
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int, inner: int) -> dict[str, float]:
+    """Median seconds per call of each function, timed in interleaved rounds."""
+    for fn in fns.values():  # warm-up
+        fn()
+    times: dict[str, list[float]] = defaultdict(list)
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            times[name].append((time.perf_counter() - start) / inner)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def bench_attention(repeats: int) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    import attn_lib
+    from attn_lib.chunked import peak_intermediate_bytes
+
+    g = torch.Generator().manual_seed(0)
+    B, L, d = 8, 512, 64
+    q, k, v = (torch.randn(B, L, d, generator=g) for _ in range(3))
+    with torch.no_grad():
+        t = interleaved(
+            {
+                "attn_lib": lambda: attn_lib.scaled_dot_product_attention(q, k, v),
+                "bare": lambda: torch.matmul(torch.softmax(torch.matmul(q, k.mT), dim=-1), v),
+                "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+            },
+            repeats=repeats,
+            inner=5,
+        )
+    ratio = t["attn_lib"] / t["bare"]
+    report("P3", f"attn_lib / bare at (B={B}, L={L}, d={d}), float32", f"{ratio:.3f}x", "<= 1.10", ratio <= 1.10)
+    print(
+        f"     attn_lib {t['attn_lib'] * 1e3:.2f} ms, bare {t['bare'] * 1e3:.2f} ms, "
+        f"SDPA {t['sdpa'] * 1e3:.2f} ms; attn_lib / SDPA = {t['attn_lib'] / t['sdpa']:.3f}x, "
+        f"bare / SDPA = {t['bare'] / t['sdpa']:.3f}x"
+    )
+
+    L = 8192
+    q, k, v = (torch.randn(1, L, d, generator=g) for _ in range(3))
+    block = inspect.signature(attn_lib.chunked_attention).parameters["block_size"].default
+    chunked_bytes = peak_intermediate_bytes(L, L, d, d, block_size=block, batch=(1,), method="chunked")
+    naive_bytes = peak_intermediate_bytes(L, L, d, d, block_size=block, batch=(1,), method="naive")
+    share = chunked_bytes / naive_bytes
+    report(
+        "P4",
+        f"chunked peak memory / naive at L={L} (block {block})",
+        f"{share:.1%}",
+        "<= 5 %",
+        share <= 0.05,
+    )
+    print(f"     chunked {chunked_bytes / 2**20:.1f} MiB, naive {naive_bytes / 2**20:.1f} MiB")
+    with torch.no_grad():
+        t = interleaved(
+            {
+                "chunked": lambda: attn_lib.chunked_attention(q, k, v),
+                "naive": lambda: attn_lib.scaled_dot_product_attention(q, k, v),
+                "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+            },
+            repeats=max(3, repeats),
+            inner=1,
+        )
+    ratio = t["chunked"] / t["sdpa"]
+    report("P4", f"chunked / SDPA time at L={L}", f"{ratio:.2f}x", "<= 3x", ratio <= 3)
+    print(
+        f"     chunked {t['chunked'] * 1e3:.0f} ms, naive (attn_lib) {t['naive'] * 1e3:.0f} ms, "
+        f"SDPA {t['sdpa'] * 1e3:.0f} ms; chunked / naive = {t['chunked'] / t['naive']:.2f}x"
+    )
+
+
+# ---------------------------------------------------------------- P5: import time
+IMPORT_PROBE = (
+    "import time, sys; import torch; t = time.perf_counter(); import attn_lib; "
+    "dt = time.perf_counter() - t; "
+    "assert 'matplotlib' not in sys.modules and 'ipywidgets' not in sys.modules; print(dt)"
+)
+
+
+def bench_import(repeats: int) -> None:
+    samples = []
+    for _ in range(max(5, repeats)):
+        out = subprocess.run(
+            [sys.executable, "-c", IMPORT_PROBE], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        samples.append(float(out.stdout.strip()))
+    med = median_ms(samples)
+    report("P5", "import attn_lib after import torch (fresh interpreter)", f"{med:.1f} ms", "<= 50 ms", med <= 50)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skip-pytest", action="store_true", help="skip P1 (the full test run)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
+    args = parser.parse_args()
+    os.chdir(ROOT)
+    start = time.perf_counter()
+    import torch
+
+    print(
+        f"python {sys.version.split()[0]}, torch {torch.__version__}, "
+        f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}\n"
+    )
+    if not args.skip_pytest:
+        bench_pytest()
+    bench_dashboards(max(1, math.ceil(args.repeats / 2)))
+    bench_attention(args.repeats)
+    bench_import(args.repeats)
+    short = [r for r in rows if r[3].endswith("SHORT")]
+    print(f"\n{len(rows)} figures, {len(short)} short of target; benchmark took {time.perf_counter() - start:.0f} s")
+    for key, what, figure, target in short:
+        print(f"  SHORT {key} {what.strip()}: {figure} (target {target.removesuffix(' SHORT')})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
