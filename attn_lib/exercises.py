@@ -4564,8 +4564,8 @@ def check_score_matrix_bytes(fn: Callable, *, verbose: bool = True) -> CheckResu
             (want / 2**20, "mib", "That is in MiB; return bytes."),
             (want / 1e6, "megabytes", "That is in megabytes; return bytes."),
         ]  # fmt: skip
-        code, why = next(((c, w) for value, c, w in known
-                          if math.isclose(got, value, rel_tol=1e-9)), ("wrong_value", ""))  # fmt: skip
+        matches = [(c, w) for value, c, w in known if math.isclose(got, value, rel_tol=1e-9)]
+        code, why = matches[0] if matches else ("wrong_value", "")
         return _finish(False, code, f"Not yet. For {args} you gave {got:,}; it is {want:,} "
                        f"bytes. {why}".rstrip(), verbose)  # fmt: skip
     return _finish(

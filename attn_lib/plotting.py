@@ -4485,7 +4485,8 @@ def walk_step_text(walk: OnlineSoftmaxWalk, step: int) -> str:
         "acc       = r·acc_old + p·V_block",
     ]
     if s.m == -math.inf:
-        lines += ["", "No allowed key yet: m_old = m = −∞, and", "exp(−∞ − (−∞)) would be NaN.",
+        lines += ["", "No allowed key yet: m_old = m = −∞, and",
+                  "exp(−∞ − (−∞)) would be NaN.",
                   "The guard subtracts 0 instead: r = p = 0,", "l and acc stay 0."]  # fmt: skip
     elif s.m_old == -math.inf:
         lines += ["", "First allowed keys: r = exp(−∞) = 0", "(nothing was summed before)."]
@@ -4534,7 +4535,8 @@ class ChunkedAttentionView:
                                      linewidth=2, label=MEMORY_METHOD_LABELS[m])[0]
                           for m in MEMORY_METHODS}  # fmt: skip
         self.mem_marks = {m: ax.plot([L[0]], [L[0]], "o", color=COST_COLORS[m], markersize=8,
-                                     markeredgecolor="black")[0] for m in MEMORY_METHODS}  # fmt: skip
+                                     markeredgecolor="black")[0]
+                          for m in MEMORY_METHODS}  # fmt: skip
         self.mem_vline = ax.axvline(L[0], color="0.4", linestyle=":", linewidth=1)
         ax.set_yscale("log", base=2)
         ax.set_ylim(*_BYTES_LIM)
@@ -4656,8 +4658,9 @@ class ChunkedAttentionView:
             self.m_old_line.set_data([-0.45, s.start - 0.55], [s.m_old, s.m_old])
         else:
             self.m_old_line.set_data([], [])
-        self.scores_title.set_text(f"the walk: step {step + 1} of {walk.n_steps}, "
-                                   f"{_keys(s.start, s.stop)} (blocks of {walk.block_size})")  # fmt: skip
+        keys = _keys(s.start, s.stop)
+        self.scores_title.set_text(f"the walk: step {step + 1} of {walk.n_steps}, {keys} "
+                                   f"(blocks of {walk.block_size})")  # fmt: skip
         self.step_text.set_text(walk_step_text(walk, step))
         for bar, value in zip(self.out_bars.patches, s.output.tolist(), strict=True):
             bar.set_height(value)

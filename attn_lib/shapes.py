@@ -77,25 +77,29 @@ def check_float_tensor(name: str, t: object) -> torch.Tensor:
     return t
 
 
-def check_finite(name: str, t: torch.Tensor) -> None:
-    """Raise if ``t`` holds NaN or ±inf, naming the first bad position.
+def check_finite(name: str, t: torch.Tensor) -> float:
+    """Raise if ``t`` holds NaN or ±inf, naming the first bad position; return max |t|.
 
-    Cheap on the good path: one sum over the tensor. Only when that sum is not
-    finite (a NaN or inf inside, or a harmless overflow of the sum itself) is the
-    exact element-wise test run to find the location.
+    Cheap on the good path: one reduction (``torch.aminmax``, which reads the tensor
+    once, allocates nothing of its size, and propagates NaN and ±inf). Only when it
+    finds a non-finite value is the exact element-wise test run to locate it.
+
+    Args:
+        name: the argument's name, for the message.
+        t: a floating-point tensor.
+
+    Returns:
+        The largest magnitude in ``t`` (0.0 for an empty tensor), as a Python float.
 
     Raises:
         ValueError: ``t`` contains NaN or ±inf.
     """
     if t.numel() == 0:
-        return
-    # A sum in the tensor's own dtype reads it once and allocates nothing of its size
-    # (an expanded view stays a view). A NaN or inf inside makes the sum non-finite.
-    if bool(torch.isfinite(t.sum())):
-        return
+        return 0.0
+    lo, hi = (v.item() for v in torch.aminmax(t.detach()))
+    if math.isfinite(lo) and math.isfinite(hi):
+        return max(-lo, hi)
     bad = ~torch.isfinite(t)
-    if not bool(bad.any()):
-        return  # the sum overflowed although every entry is finite
     where = tuple(int(i) for i in bad.nonzero()[0])
     value = t[where].item()
     count = int(bad.sum())
@@ -116,6 +120,7 @@ class QKVShapes:
     L_k: int
     d_k: int
     d_v: int
+    max_abs: tuple[float, float, float] | None = None  # of query, key, value, if checked
 
     @property
     def scores(self) -> tuple[int, ...]:
@@ -136,7 +141,8 @@ def check_qkv(
         finite: also refuse NaN and ±inf (default True).
 
     Returns:
-        QKVShapes with the batch dims, L_q, L_k, d_k and d_v.
+        QKVShapes with the batch dims, L_q, L_k, d_k, d_v and (when ``finite``) the
+        largest magnitude of each input.
 
     Raises:
         TypeError: a tensor is not floating point, or the dtypes differ.
@@ -203,15 +209,18 @@ def check_qkv(
         raise ShapeError(
             f"L_k is 0 (key {fmt_shape(key.shape)}): every query needs at least one key."
         )
+    max_abs = None
     if finite:
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            check_finite(name, t)
+        max_abs = tuple(
+            check_finite(name, t) for name, t in (("query", query), ("key", key), ("value", value))
+        )
     return QKVShapes(
         batch=tuple(query.shape[:-2]),
         L_q=query.shape[-2],
         L_k=key.shape[-2],
         d_k=query.shape[-1],
         d_v=value.shape[-1],
+        max_abs=max_abs,
     )
 
 

@@ -34,15 +34,6 @@ from attn_lib.masks import to_additive, to_key_padding_mask, to_multihead_attn_m
 from attn_lib.reference import from_multihead_attention
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread (no oversubscription of the cores under xdist)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def all_of(*words: str) -> str:
     """A regex that matches a message containing every one of ``words`` (literally, any order)."""
     return "(?s)" + "".join(f"(?=.*{re.escape(w)})" for w in words)

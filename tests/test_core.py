@@ -28,15 +28,6 @@ DTYPES = [torch.float32, torch.float64]
 ALL_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread (no oversubscription of the cores under xdist)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def randn(*shape, g: torch.Generator, dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
     return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
 

@@ -16,16 +16,6 @@ from attn_lib import ShapeError
 from attn_lib import data as D
 from attn_lib import experiments as E
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The test machine has two cores shared with other runs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # ---------------------------------------------------------------------------
 # The library (notebook 01)
 # ---------------------------------------------------------------------------

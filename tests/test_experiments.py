@@ -17,16 +17,6 @@ from torch import nn
 from attn_lib import ShapeError, SingleHeadAttention, causal_mask
 from attn_lib import experiments as E
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The test machine has two cores shared with other runs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # ---------------------------------------------------------------------------
 # Var(q·k) (C1)
 # ---------------------------------------------------------------------------

@@ -20,16 +20,6 @@ from attn_lib.masks import (
     to_sdpa_mask,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread (no oversubscription of the cores under xdist)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 T, F_ = True, False
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import statistics
 
 import ipywidgets
 import matplotlib.pyplot as plt
@@ -17,7 +16,6 @@ from attn_lib.widgets import (
     RETRIEVAL_TEMPERATURES,
     RetrievalDashboard,
     control_values,
-    measure_update_latency,
     retrieval_title,
 )
 
@@ -156,14 +154,6 @@ def test_repr_is_a_fixed_sentence(dashboard):
     bundle = dashboard._repr_mimebundle_()
     assert bundle["text/plain"] == RetrievalDashboard.plain_text
     assert "application/vnd.jupyter.widget-view+json" in bundle
-
-
-def test_update_latency(dashboard):
-    times = measure_update_latency(dashboard, changes=20)
-    assert len(times) == 20
-    # Target: a median of 100 ms or less (about 50 ms measured on a loaded two-core machine);
-    # this bound only catches gross regressions such as a new figure per update.
-    assert statistics.median(times) < 500.0
 
 
 @pytest.mark.parametrize(

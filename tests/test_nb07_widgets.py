@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import itertools
 import math
-import statistics
 
 import ipywidgets
 import matplotlib
@@ -30,7 +29,7 @@ from attn_lib.experiments import (
     mask_setting,
     masked_mass,
 )
-from attn_lib.widgets import MaskDashboard, control_values, measure_update_latency
+from attn_lib.widgets import MaskDashboard, control_values
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SLIDERS = ("length_0", "length_1", "length_2")
@@ -229,14 +228,6 @@ def test_repr_is_a_fixed_sentence(dashboard):
     bundle = dashboard._repr_mimebundle_()
     assert bundle["text/plain"] == MaskDashboard.plain_text
     assert "application/vnd.jupyter.widget-view+json" in bundle
-
-
-def test_update_latency(dashboard):
-    times = measure_update_latency(dashboard, changes=20)
-    assert len(times) == 20
-    # The target is a median of 100 ms or less (about 45 ms measured on an idle machine);
-    # the bound only catches gross regressions, such as a new figure per update.
-    assert statistics.median(times) < 500.0
 
 
 # --- the pure functions under the dashboard --------------------------------------------------

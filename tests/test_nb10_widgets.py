@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
+import itertools
 import math
-import statistics
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 import attn_lib
-from attn_lib import experiments, plotting
+from attn_lib import plotting
 from attn_lib.chunked import peak_intermediate_bytes
 from attn_lib.experiments import (
     COST_BLOCK_SIZES,
@@ -33,7 +33,7 @@ from attn_lib.experiments import (
     walk_block_size,
     walk_example,
 )
-from attn_lib.widgets import ChunkedAttentionDashboard, control_values, measure_update_latency
+from attn_lib.widgets import ChunkedAttentionDashboard, control_values
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -46,7 +46,8 @@ def headless_backend():
     plt.switch_backend(previous)
 
 
-def decode(png: bytes) -> np.ndarray:
+def decode(png: bytes | memoryview) -> np.ndarray:
+    png = bytes(png)  # the Image widget holds a memoryview
     assert png.startswith(PNG_MAGIC)
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
 
@@ -234,6 +235,29 @@ def test_largest_new_tensor_and_matmul_flops():
         == (1, 64, 8)  # fmt: skip
 
 
+def test_matmul_flops_agrees_with_flop_counter_mode():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    g = torch.Generator().manual_seed(0)
+    a, b, c = torch.randn(3, 5, generator=g), torch.randn(5, 7, generator=g), torch.randn(3, 7)
+    x, y = torch.randn(2, 3, 4, generator=g), torch.randn(2, 4, 6, generator=g)
+    q, k, v = (torch.randn(2, 10, 6, generator=g) for _ in range(3))
+    cases = [
+        lambda: torch.addmm(c, a, b),
+        lambda: torch.baddbmm(torch.zeros(2, 3, 6), x, y),
+        lambda: x @ y,
+        lambda: attn_lib.scaled_dot_product_attention(q, k, v),
+        lambda: attn_lib.chunked_attention(q, k, v, block_size=3, query_block_size=4),
+    ]
+    for fn in cases:
+        with FlopCounterMode(display=False) as counter:
+            fn()
+        assert matmul_flops(fn) == counter.get_total_flops() > 0
+    # FlopCounterMode does not count matrix-vector and vector-vector products; we do.
+    assert matmul_flops(lambda: a @ b[:, 0]) == 2 * 3 * 5
+    assert matmul_flops(lambda: a[0] @ b[:, 0]) == 2 * 5
+
+
 # --- figures -----------------------------------------------------------------------------------
 
 
@@ -312,14 +336,14 @@ def test_every_control_at_min_middle_max(dash, name):
             assert dash.image.value != previous
 
 
-@pytest.mark.parametrize("L", COST_LENGTHS)
-@pytest.mark.parametrize("block_size", COST_BLOCK_SIZES[::3] + (2048,))
-def test_step_range_follows_L_and_block(dash, L, block_size):
-    dash.controls["step"].value = dash.controls["step"].max
-    dash.controls["L"].value = L
-    dash.controls["block_size"].value = block_size
-    check_state(dash)
-    assert dash.controls["step"].max == math.ceil(WALK_L / walk_block_size(L, block_size))
+def test_step_range_follows_L_and_block(dash):
+    # One dashboard for every (L, block) pair: building one per pair cost ~1 s each.
+    for L, block_size in itertools.product(COST_LENGTHS, COST_BLOCK_SIZES[::3] + (2048,)):
+        dash.controls["step"].value = dash.controls["step"].max
+        dash.controls["L"].value = L
+        dash.controls["block_size"].value = block_size
+        check_state(dash)
+        assert dash.controls["step"].max == math.ceil(WALK_L / walk_block_size(L, block_size))
 
 
 def test_one_render_per_change(dash, monkeypatch):
@@ -327,8 +351,8 @@ def test_one_render_per_change(dash, monkeypatch):
     original = dash.render
     monkeypatch.setattr(dash, "render", lambda **v: (renders.append(v), original(**v)))
     dash.controls["step"].value = 8
-    dash.controls["block_size"].value = 2048  # one block: the step is clipped from 8 to 1
-    assert dash.values["step"] == 1
+    dash.controls["block_size"].value = 2048  # 2 blocks: the step is clipped from 8 to 2
+    assert dash.values["step"] == 2
     assert len(renders) == 2  # the clipped step did not trigger a second, half-set redraw
     check_state(dash)
 
@@ -347,16 +371,10 @@ def test_bad_initial_values():
         ChunkedAttentionDashboard(L=300)
     with pytest.raises(ValueError):
         ChunkedAttentionDashboard(step=0)
-    d = ChunkedAttentionDashboard(block_size=2048, step=5)  # one block: step clipped to 1
-    assert d.values["step"] == 1
+    d = ChunkedAttentionDashboard(L=2048, block_size=2048, step=5)  # one block: step 1
+    assert d.values["step"] == 1 and d.controls["step"].max == 1
     d.close()
     with pytest.raises(RuntimeError):
         d.update()
 
 
-def test_update_latency(dash):
-    latencies = measure_update_latency(dash, 20)
-    median = statistics.median(latencies)
-    print(f"ChunkedAttentionDashboard: median update latency {median:.1f} ms over 20 changes")
-    assert median < 400  # target ≤ 100 ms; generous here, the machine is shared
-    check_state(dash)

@@ -33,15 +33,6 @@ B, L = 3, 5
 LENGTHS = [5, 3, 1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread (no oversubscription of the cores under xdist)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def make_mha(bias: bool, seed: int = 0, dtype=torch.float32, **kw) -> nn.MultiheadAttention:
     torch.manual_seed(seed)
     mha = nn.MultiheadAttention(

@@ -10,16 +10,6 @@ import torch
 
 from attn_lib import entropy, naive_softmax, softmax_jacobian, stable_softmax
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread (no oversubscription of the cores under xdist)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 DTYPES = [torch.float32, torch.float64]
 
 

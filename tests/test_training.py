@@ -29,16 +29,6 @@ from attn_lib.training import (
     train_retrieval,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread (no oversubscription of the cores under xdist)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 TENSORS = ("loss", "entropy", "grad_norm_q", "eval_weights_init", "eval_weights")
 
 

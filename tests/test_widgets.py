@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import statistics
 
 import ipywidgets
 import matplotlib.pyplot as plt
@@ -18,6 +17,7 @@ from attn_lib.data import MASK_CHOICES, article_example, example_setting
 from attn_lib.widgets import (
     ArticleExampleDashboard,
     Dashboard,
+    control_values,
     measure_update_latency,
 )
 
@@ -130,14 +130,6 @@ def test_repr_is_a_fixed_sentence_and_a_widget_view(dashboard):
     assert ArticleExampleDashboard().plain_text == bundle["text/plain"]  # same in every kernel
 
 
-def test_update_latency(dashboard):
-    times = measure_update_latency(dashboard, changes=20)
-    assert len(times) == 20
-    # The target is a median of 100 ms or less (about 40 ms measured here); the bound
-    # below only catches gross regressions, such as building a new figure per update.
-    assert statistics.median(times) < 500.0
-
-
 class _SliderDashboard(Dashboard):
     """A minimal dashboard, the way later notebooks build theirs."""
 
@@ -223,3 +215,18 @@ def test_example_setting_is_pure_and_returns_copies():
 def test_example_setting_refuses_bad_settings(args, error):
     with pytest.raises(error):
         example_setting(*args)
+
+
+def test_measure_update_latency_cycles_controls_and_returns_milliseconds():
+    # What the benchmark (tools/benchmark.py) relies on; the figures themselves are
+    # printed by the benchmark, never asserted: a timed test fails at random on a busy machine.
+    dashboard = ArticleExampleDashboard()
+    try:
+        seen = set()
+        dashboard.controls["mask"].observe(lambda change: seen.add(change["new"]), names="value")
+        times = measure_update_latency(dashboard, changes=6)
+        assert len(times) == 6 and all(t > 0 for t in times)
+        assert seen >= {"padding", "causal"}
+        assert control_values(dashboard.controls["batch"]) == [0, 1]
+    finally:
+        dashboard.close()
