@@ -21,17 +21,56 @@ import textwrap
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import permutations
 
 import torch
+from torch import nn
 
+from .chunked import chunked_attention, chunked_attention_trace
 from .core import scaled_dot_product_attention
+from .data import library_books, library_query
+from .experiments import crossover_length, path_lengths, retrieve, seeded_attention
 from .masks import causal_mask, padding_mask
+from .shapes import shape_trace
+from .softmax import entropy as _entropy
+from .softmax import softmax_jacobian as _softmax_jacobian
 
 __all__ = [
+    "SHAPE_NAMES",
+    "STEP_SHAPES_SETTING",
     "CheckResult",
     "check_attention",
+    "check_attention_4d",
+    "check_attention_inputs",
+    "check_batch_mask",
     "check_causal_mask",
+    "check_conv_layers",
+    "check_crossover_length",
+    "check_entropy",
+    "check_evaluation",
+    "check_init_like_scaled",
+    "check_k_bias_shift",
+    "check_masked_mean_loss",
+    "check_masked_softmax",
+    "check_mha_forward",
+    "check_mha_mask",
+    "check_online_softmax_step",
     "check_padding_mask",
+    "check_permuted_output",
+    "check_qkv_projection",
+    "check_retrieve",
+    "check_score_matrix_bytes",
+    "check_score_scale",
+    "check_shape_predictions",
+    "check_softmax_jacobian",
+    "check_stable_softmax",
+    "check_stalling_settings",
+    "check_step_macs",
+    "check_step_shapes",
+    "check_v_bias_prediction",
+    "expected_shapes",
+    "score_matrix_bytes",
+    "step_macs",
 ]
 
 _SEED = 2024
@@ -74,6 +113,16 @@ def _finish(passed: bool, mistake: str | None, message: str, verbose: bool) -> C
     return CheckResult(passed=passed, mistake=mistake, message=text)
 
 
+def _passed(message: str, verbose: bool) -> CheckResult:
+    """A passed check: "Passed. " + message."""
+    return _finish(True, None, f"Passed. {message}", verbose)
+
+
+def _not_yet(mistake: str, message: str, verbose: bool) -> CheckResult:
+    """A failed check: "Not yet. " + message."""
+    return _finish(False, mistake, f"Not yet. {message}", verbose)
+
+
 def _not_written(name: str, verbose: bool) -> CheckResult:
     return _finish(
         False,
@@ -94,6 +143,56 @@ def _source(fn: object) -> str:
         return inspect.getsource(fn)
     except (OSError, TypeError):
         return ""
+
+
+def _call(fn: Callable, *args: object, quiet: bool = False) -> tuple[object, Exception | None]:
+    """(what fn returned, None), or (None, the exception) when the learner's code raised.
+
+    With ``quiet``, warnings (e.g. PyTorch's about `.T` on a batch) are silenced: the
+    checkers explain them in words instead.
+    """
+    try:
+        if not quiet:
+            return fn(*args), None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args), None
+    except Exception as err:  # noqa: BLE001 - the learner's error is reported, in words
+        return None, err
+
+
+def _raised(err: BaseException, *, first_line: bool = False) -> str:
+    """'TypeError: the message' (only its first line with ``first_line``) for feedback."""
+    text = str(err)
+    if first_line:
+        text = text.splitlines()[0] if text else ""
+    return f"{type(err).__name__}: {text}"
+
+
+def _number(value: object) -> tuple[object, bool]:
+    """(value, whether it is a number): a one-element tensor becomes its Python number first.
+
+    A bool is not a number here, so True cannot pass for 1.
+    """
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    return value, isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _tensors(result: object, n: int) -> bool:
+    """Is result a tuple or list of exactly n tensors?"""
+    return (
+        isinstance(result, tuple | list)
+        and len(result) == n
+        and all(isinstance(t, torch.Tensor) for t in result)
+    )
+
+
+def _call_failed(name: str, err: BaseException, message: str, verbose: bool) -> CheckResult:
+    """NotImplementedError: "not written yet"; another error: "Not yet. " + message."""
+    if isinstance(err, NotImplementedError):
+        return _not_written(name, verbose)
+    return _not_yet("error", message, verbose)
 
 
 # --- attention ----------------------------------------------------------------------------
@@ -287,12 +386,8 @@ def _call_attention(fn: Callable, case: _Case) -> _Outcome:
     args = [case.query.clone(), case.key.clone(), case.value.clone()]
     if case.mask is not None:
         args.append(case.mask.clone())
-    try:
-        # Warnings (e.g. PyTorch's about `.T` on a batch) are explained in words instead.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result = fn(*args)
-    except Exception as err:  # noqa: BLE001 - the learner's error is reported, in words
+    result, err = _call(fn, *args, quiet=True)
+    if err is not None:
         return _Outcome(error=err)
     if isinstance(result, tuple | list):
         if len(result) != 2 or not all(isinstance(t, torch.Tensor) for t in result):
@@ -339,7 +434,7 @@ _GOOD_TRANSPOSES = {"-2,-1", "-1,-2", "1,2", "2,1"}
 def _explain_error(fn: object, case: _Case, err: BaseException) -> tuple[str, str]:
     """(mistake code, message) for an exception raised by the learner's function."""
     src = _source(fn)
-    what = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    what = _raised(err, first_line=True)
     where = f"On the case '{case.name}' your function raised {what}"
     if re.search(r"\.T\b", src):
         return (
@@ -424,10 +519,8 @@ def check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
     ]
     if all(ok):
         extra = " and the weights you return" if outcomes[0].weights is not None else ""
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} matches attn_lib's reference on all {len(cases)} cases (batched "
+        return _passed(
+            f"{name} matches attn_lib's reference on all {len(cases)} cases (batched "
             f"self-attention, cross-attention with L_q ≠ L_k, a padding mask and a causal "
             f"mask): the output{extra} agree to float32 precision.",
             verbose,
@@ -435,20 +528,19 @@ def check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
 
     for code, explanation, make in _ATTENTION_MISTAKES:
         if _matches(outcomes, make, cases):
-            return _finish(False, code, f"Not yet. {explanation}", verbose)
+            return _not_yet(code, explanation, verbose)
 
     for o, case in zip(outcomes, cases, strict=True):
         if o.error is not None:
             code, message = _explain_error(fn, case, o.error)
-            return _finish(False, code, f"Not yet. {message}", verbose)
+            return _not_yet(code, message, verbose)
 
     first = ok.index(False)
     o, case, (ref_out, ref_w) = outcomes[first], cases[first], refs[first]
     if o.output.shape != ref_out.shape:
-        return _finish(
-            False,
+        return _not_yet(
             "wrong_shape",
-            f"Not yet. On the case '{case.name}' the output has shape "
+            f"On the case '{case.name}' the output has shape "
             f"{tuple(o.output.shape)}; it should be (B, L_q, d_v) = {tuple(ref_out.shape)}: one "
             f"d_v-wide row per query. Check which tensors you multiply: weights (B, L_q, L_k) "
             f"@ value (B, L_k, d_v).",
@@ -473,10 +565,9 @@ def check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
             if sums_ok
             else " Your weights' rows do not sum to 1: look at the softmax first."
         )
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        f"Not yet. On the case '{case.name}' your output differs from the reference by up to "
+        f"On the case '{case.name}' your output differs from the reference by up to "
         f"{diff:.3g}, and it matches none of the classic single mistakes (÷d_k, no scaling, "
         f"softmax over the wrong dim, K Qᵀ, inverted or missing mask), so there may be two of "
         f"them at once.{rows} Compare your code with softmax(Q Kᵀ / √d_k) V line by line.",
@@ -496,13 +587,6 @@ def _as_bool_mask(m: torch.Tensor) -> torch.Tensor | None:
     return m != 0
 
 
-def _call_mask_fn(fn: Callable, arg: object) -> tuple[torch.Tensor | None, BaseException | None]:
-    try:
-        return fn(arg), None
-    except Exception as err:  # noqa: BLE001 - reported in words
-        return None, err
-
-
 def _check_mask_fn(
     fn: Callable,
     args: list[object],
@@ -515,23 +599,19 @@ def _check_mask_fn(
     name = _name_of(fn)
     results = []
     for arg in args:
-        m, err = _call_mask_fn(fn, arg)
-        if isinstance(err, NotImplementedError):
-            return _not_written(name, verbose)
+        m, err = _call(fn, arg)
         if err is not None:
-            return _finish(
-                False,
-                "error",
-                f"Not yet. For {describe(arg)} your function raised {type(err).__name__}: "
-                f"{err}. Fix that line and run the check again.",
+            return _call_failed(
+                name,
+                err,
+                f"For {describe(arg)} your function raised {_raised(err)}. Fix that "
+                f"line and run the check again.",
                 verbose,
             )
         if not isinstance(m, torch.Tensor):
-            return _finish(
-                False,
+            return _not_yet(
                 "bad_return",
-                f"Not yet. For {describe(arg)} {name} returned {type(m).__name__}; return a "
-                f"bool tensor.",
+                f"For {describe(arg)} {name} returned {type(m).__name__}; return a bool tensor.",
                 verbose,
             )
         results.append(m)
@@ -540,10 +620,9 @@ def _check_mask_fn(
     as_bool = [_as_bool_mask(m) for m in results]
     if any(b is None for b in as_bool):
         bad = next(m for m, b in zip(results, as_bool, strict=True) if b is None)
-        return _finish(
-            False,
+        return _not_yet(
             "mask_values",
-            f"Not yet. A keep-mask holds only True/False (or 1/0); yours holds "
+            f"A keep-mask holds only True/False (or 1/0); yours holds "
             f"{sorted(set(bad.flatten().tolist()))[:6]}. Build it with a comparison, which "
             f"gives bool directly.",
             verbose,
@@ -567,26 +646,22 @@ def _check_mask_fn(
                 f"float masks.",
                 verbose,
             )
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} gives the right keep-mask (shape, dtype and values) for "
-            f"{len(args)} cases.",
+        return _passed(
+            f"{name} gives the right keep-mask (shape, dtype and values) for {len(args)} cases.",
             verbose,
         )
     for code, explanation, transform in mistakes:
         if all_equal(transform):
-            return _finish(False, code, f"Not yet. {explanation}", verbose)
+            return _not_yet(code, explanation, verbose)
     first = next(
         (a, b, e)
         for a, b, e in zip(args, as_bool, expected, strict=True)
         if b.shape != e.shape or not torch.equal(b, e)
     )
     arg, got, exp = first
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        f"Not yet. For {describe(arg)} the expected keep-mask has shape {tuple(exp.shape)} "
+        f"For {describe(arg)} the expected keep-mask has shape {tuple(exp.shape)} "
         f"and is\n{exp.int().tolist()}\nbut yours has shape {tuple(got.shape)} and is\n"
         f"{got.int().tolist()}\n(1 = may attend, 0 = blocked).",
         verbose,
@@ -739,10 +814,6 @@ def check_causal_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
 
 # --- notebook 02: queries, keys and values ------------------------------------------------
 
-from itertools import permutations
-
-from torch import nn
-
 
 class _NoCallLinear(nn.Linear):
     """An nn.Linear that refuses to be called: the exercise asks for the matrix product."""
@@ -833,23 +904,17 @@ def check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
     expected = [tuple(_project(c.x, layer) for layer in c.layers) for c in cases]
     outcomes: list[tuple[torch.Tensor, ...] | BaseException] = []
     for case in cases:
-        try:
-            result = fn(case.x.clone(), *case.layers)
-        except Exception as err:  # noqa: BLE001 - reported in words
+        result, err = _call(fn, case.x.clone(), *case.layers)
+        if err is not None:
             outcomes.append(err)
             continue
-        if not (
-            isinstance(result, tuple | list)
-            and len(result) == 3
-            and all(isinstance(t, torch.Tensor) for t in result)
-        ):
+        if not _tensors(result, 3):
             got = type(result).__name__
             if isinstance(result, tuple | list):
                 got += f" of length {len(result)}"
-            return _finish(
-                False,
+            return _not_yet(
                 "bad_return",
-                f"Not yet. {name} returned a {got}; return the three tensors (Q, K, V).",
+                f"{name} returned a {got}; return the three tensors (Q, K, V).",
                 verbose,
             )
         outcomes.append(tuple(t.detach() for t in result))
@@ -858,10 +923,9 @@ def check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
     if any(isinstance(o, NotImplementedError) for _, o in errors):
         return _not_written(name, verbose)
     if any(_NO_CALL in str(o) for _, o in errors):
-        return _finish(
-            False,
+        return _not_yet(
             "called_layer",
-            "Not yet. Your function calls a layer, W_Q(x), which this exercise refuses: the "
+            "Your function calls a layer, W_Q(x), which this exercise refuses: the "
             "point is to see what the layer computes. Use its parameters: "
             "`x @ W_Q.weight.T + W_Q.bias`.",
             verbose,
@@ -869,21 +933,19 @@ def check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for case, err in errors:
         text = str(err)
         if "NoneType" in text:
-            return _finish(
-                False,
+            return _not_yet(
                 "bias_none",
-                f"Not yet. On the case '{case.name}' your function raised {type(err).__name__}: "
-                f"{text.splitlines()[0]}. A layer built with bias=False has `.bias = None`, "
+                f"On the case '{case.name}' your function raised "
+                f"{_raised(err, first_line=True)}. A layer built with bias=False has `.bias = None`, "
                 f"and None cannot be added to a tensor: add the bias only when it exists, "
                 f"e.g. `if layer.bias is not None: Q = Q + layer.bias`.",
                 verbose,
             )
         if "cannot be multiplied" in text or "size mismatch" in text:
-            return _finish(
-                False,
+            return _not_yet(
                 "no_transpose",
-                f"Not yet. On the case '{case.name}' your function raised {type(err).__name__}: "
-                f"{text.splitlines()[0]}. nn.Linear(d_model, d_k) stores its weight as "
+                f"On the case '{case.name}' your function raised "
+                f"{_raised(err, first_line=True)}. nn.Linear(d_model, d_k) stores its weight as "
                 f"(d_k, d_model), the transpose of the article's (d_model, d_k) matrix, so the "
                 f"product is `x @ W_Q.weight.T`, not `x @ W_Q.weight` (which runs only when "
                 f"d_k = d_model, and then silently gives wrong numbers).",
@@ -896,21 +958,18 @@ def check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
         )
 
     if all(same(o, e) for o, e in zip(outcomes, expected, strict=True)):
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} computes Q, K and V exactly as the layers would, on all "
+        return _passed(
+            f"{name} computes Q, K and V exactly as the layers would, on all "
             f"{len(cases)} cases (with and without bias, a batch, and a square case where a "
             f"missing transpose would have run silently): x @ weight.T + bias.",
             verbose,
         )
     no_bias = [tuple(_project(c.x, layer, bias=False) for layer in c.layers) for c in cases]
     if all(same(o, e) for o, e in zip(outcomes, no_bias, strict=True)):
-        return _finish(
-            False,
+        return _not_yet(
             "missing_bias",
             (
-                "Not yet. Your products are right but the bias is missing. nn.Linear has "
+                "Your products are right but the bias is missing. nn.Linear has "
                 "bias=True by default, so these layers (except in the bias=False case) add "
                 "`layer.bias` after the product: `x @ layer.weight.T + layer.bias`."
             ),
@@ -918,12 +977,10 @@ def check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
         )
     if errors:
         case, err = errors[0]
-        return _finish(
-            False,
+        return _not_yet(
             "error",
-            f"Not yet. On the case '{case.name}' your function raised {type(err).__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''}. Fix that line and run the check "
-            f"again.",
+            f"On the case '{case.name}' your function raised "
+            f"{_raised(err, first_line=True)}. Fix that line and run the check again.",
             verbose,
         )
     for order in permutations(range(3)):
@@ -931,10 +988,9 @@ def check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
             same(o, tuple(e[k] for k in order)) for o, e in zip(outcomes, expected, strict=True)
         ):
             got = ", ".join("QKV"[k] for k in order)
-            return _finish(
-                False,
+            return _not_yet(
                 "order",
-                f"Not yet. Your three tensors are right but returned in the order ({got}); "
+                f"Your three tensors are right but returned in the order ({got}); "
                 f"return (Q, K, V): W_Q makes the queries, W_K the keys, W_V the values.",
                 verbose,
             )
@@ -942,17 +998,15 @@ def check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
         shapes = [tuple(t.shape) for t in outcome]
         wanted = [tuple(t.shape) for t in want]
         if shapes != wanted:
-            return _finish(
-                False,
+            return _not_yet(
                 "wrong_shape",
-                f"Not yet. On the case '{case.name}' your (Q, K, V) have shapes {shapes}; they "
+                f"On the case '{case.name}' your (Q, K, V) have shapes {shapes}; they "
                 f"should be {wanted}: each layer maps the last dim, d_model, to its own width.",
                 verbose,
             )
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        "Not yet. The shapes are right but the numbers are not, and they match none of the "
+        "The shapes are right but the numbers are not, and they match none of the "
         "usual mistakes (no transpose, no bias, Q/K/V swapped). Compute each one as "
         "`x @ layer.weight.T + layer.bias`.",
         verbose,
@@ -986,9 +1040,8 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def _call_tensor_fn(fn: Callable, *args: torch.Tensor) -> torch.Tensor | BaseException | str:
-    try:
-        result = fn(*(a.clone() for a in args))
-    except Exception as err:  # noqa: BLE001 - reported in words
+    result, err = _call(fn, *(a.clone() for a in args))
+    if err is not None:
         return err
     if not isinstance(result, torch.Tensor):
         return f"returned {type(result).__name__}, not a tensor"
@@ -1010,39 +1063,34 @@ def _check_prediction(
     got = []
     for case in cases:
         out = _call_tensor_fn(fn, *make_args(case))
-        if isinstance(out, NotImplementedError):
-            return _not_written(name, verbose)
         if isinstance(out, BaseException):
-            return _finish(
-                False,
-                "error",
-                f"Not yet. On the case '{case.name}' your function raised {type(out).__name__}: "
-                f"{str(out).splitlines()[0] if str(out) else ''}. Fix that line and run the "
-                f"check again.",
+            return _call_failed(
+                name,
+                out,
+                f"On the case '{case.name}' your function raised "
+                f"{_raised(out, first_line=True)}. Fix that line and run the check again.",
                 verbose,
             )
         if isinstance(out, str):
-            return _finish(False, "bad_return", f"Not yet. {name} {out}.", verbose)
+            return _not_yet("bad_return", f"{name} {out}.", verbose)
         got.append(reshape(out, truth(case)))
     if all(_close(o, truth(c)) for o, c in zip(got, cases, strict=True)):
-        return _finish(True, None, f"Passed. {passed}", verbose)
+        return _passed(passed, verbose)
     for code, message, wrong in mistakes:
         if all(_close(o, wrong(c)) for o, c in zip(got, cases, strict=True)):
-            return _finish(False, code, f"Not yet. {message}", verbose)
+            return _not_yet(code, message, verbose)
     for o, c in zip(got, cases, strict=True):
         want = truth(c)
         if o.shape != want.shape:
-            return _finish(
-                False,
+            return _not_yet(
                 "wrong_shape",
-                f"Not yet. On the case '{c.name}' your answer has shape {tuple(o.shape)}; it "
+                f"On the case '{c.name}' your answer has shape {tuple(o.shape)}; it "
                 f"should be {tuple(want.shape)}.",
                 verbose,
             )
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        "Not yet. Your numbers match neither the truth nor a usual mistake. Write the "
+        "Your numbers match neither the truth nor a usual mistake. Write the "
         "changed quantity as a sum over the keys and see which terms the bias touches.",
         verbose,
     )
@@ -1217,14 +1265,8 @@ def check_k_bias_shift(fn: Callable, *, verbose: bool = True) -> CheckResult:
     )
 
 
-__all__ += ["check_k_bias_shift", "check_qkv_projection", "check_v_bias_prediction"]
-
-
 # --- notebooks 00 and 01: shapes, retrieval, permutations, path lengths --------------------
 
-from .data import library_books, library_query
-from .experiments import path_lengths, retrieve, seeded_attention
-from .shapes import shape_trace
 
 SHAPE_NAMES = ("Q", "K", "V", "scores", "weights", "output")
 # (B, L_q, L_k, d_model, d_k, d_v): cross-attention first; every case has d_v ≠ d_k.
@@ -1322,32 +1364,27 @@ def check_shape_predictions(fn: Callable, *, verbose: bool = True) -> CheckResul
     """
     name = _name_of(fn)
     for sizes in _SHAPE_CASES:
-        try:
-            got = fn(*sizes)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(
-                False,
-                "error",
-                f"Not yet. For {_sizes_text(sizes)} your function raised {type(err).__name__}: "
-                f"{err}. Fix that line and run the check again.",
+        got, err = _call(fn, *sizes)
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"For {_sizes_text(sizes)} your function raised {_raised(err)}. Fix "
+                f"that line and run the check again.",
                 verbose,
             )
         if not isinstance(got, dict):
-            return _finish(
-                False,
+            return _not_yet(
                 "bad_return",
-                f"Not yet. {name} returned {type(got).__name__}; return a dict such as "
+                f"{name} returned {type(got).__name__}; return a dict such as "
                 f"{{'Q': (B, L_q, d_k), ...}} with the keys {', '.join(SHAPE_NAMES)}.",
                 verbose,
             )
         missing = [n for n in SHAPE_NAMES if n not in got]
         if missing:
-            return _finish(
-                False,
+            return _not_yet(
                 "missing",
-                f"Not yet. The dict has no entry for {', '.join(missing)}; give all six: "
+                f"The dict has no entry for {', '.join(missing)}; give all six: "
                 f"{', '.join(SHAPE_NAMES)}.",
                 verbose,
             )
@@ -1355,26 +1392,22 @@ def check_shape_predictions(fn: Callable, *, verbose: bool = True) -> CheckResul
         for entry in SHAPE_NAMES:
             shape = _as_shape_tuple(got[entry])
             if shape is None:
-                return _finish(
-                    False,
+                return _not_yet(
                     "bad_return",
-                    f"Not yet. {entry} is {got[entry]!r}; give each shape as a tuple of ints, "
+                    f"{entry} is {got[entry]!r}; give each shape as a tuple of ints, "
                     f"e.g. (B, L_q, d_k).",
                     verbose,
                 )
             if shape != want[entry]:
                 code, why = _shape_hint(entry, shape, sizes)
-                return _finish(
-                    False,
+                return _not_yet(
                     code,
-                    f"Not yet. For {_sizes_text(sizes)} you predicted {entry} = {shape}, but it "
+                    f"For {_sizes_text(sizes)} you predicted {entry} = {shape}, but it "
                     f"is {want[entry]}. {why}".rstrip(),
                     verbose,
                 )
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} predicts all six shapes for {len(_SHAPE_CASES)} size settings, "
+    return _passed(
+        f"{name} predicts all six shapes for {len(_SHAPE_CASES)} size settings, "
         f"cross-attention (L_q ≠ L_k) and self-attention, with d_v ≠ d_k.",
         verbose,
     )
@@ -1406,26 +1439,15 @@ def check_attention_inputs(fn: Callable, *, verbose: bool = True) -> CheckResult
     name = _name_of(fn)
     for B, L_q, L_k, d_k, d_v in _INPUT_CASES:
         sizes = f"B={B}, L_q={L_q}, L_k={L_k}, d_k={d_k}, d_v={d_v}"
-        try:
-            got = fn(B, L_q, L_k, d_k, d_v)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(
-                False,
-                "error",
-                f"Not yet. For {sizes} your function raised {type(err).__name__}: {err}.",
-                verbose,
+        got, err = _call(fn, B, L_q, L_k, d_k, d_v)
+        if err is not None:
+            return _call_failed(
+                name, err, f"For {sizes} your function raised {_raised(err)}.", verbose
             )
-        if not (
-            isinstance(got, tuple | list)
-            and len(got) == 3
-            and all(isinstance(t, torch.Tensor) for t in got)
-        ):
-            return _finish(
-                False,
+        if not _tensors(got, 3):
+            return _not_yet(
                 "bad_return",
-                f"Not yet. {name} should return three tensors, (query, key, value); it returned "
+                f"{name} should return three tensors, (query, key, value); it returned "
                 f"{type(got).__name__}"
                 + (f" of length {len(got)}." if isinstance(got, tuple | list) else "."),
                 verbose,
@@ -1434,10 +1456,9 @@ def check_attention_inputs(fn: Callable, *, verbose: bool = True) -> CheckResult
         want = {"query": (B, L_q, d_k), "key": (B, L_k, d_k), "value": (B, L_k, d_v)}
         for role, t in tensors.items():
             if not t.is_floating_point():
-                return _finish(
-                    False,
+                return _not_yet(
                     "not_float",
-                    f"Not yet. {role} has dtype {t.dtype}; attention needs floating-point "
+                    f"{role} has dtype {t.dtype}; attention needs floating-point "
                     f"tensors (softmax and the division by √d_k produce fractions). Use "
                     f"torch.randn, or convert with .float().",
                     verbose,
@@ -1473,18 +1494,14 @@ def check_attention_inputs(fn: Callable, *, verbose: bool = True) -> CheckResult
                 )
             else:
                 code, why = hints.get((role, shape), ("wrong_shape", ""))
-            return _finish(
-                False,
+            return _not_yet(
                 code,
-                f"Not yet. For {sizes}, {role} has shape {shape}; it should be "
-                f"{want[role]}. {why}".rstrip(),
+                f"For {sizes}, {role} has shape {shape}; it should be {want[role]}. {why}".rstrip(),
                 verbose,
             )
         scaled_dot_product_attention(*got)  # runs: the shapes fit together
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} builds query (B, L_q, d_k), key (B, L_k, d_k) and value "
+    return _passed(
+        f"{name} builds query (B, L_q, d_k), key (B, L_k, d_k) and value "
         f"(B, L_k, d_v) for {len(_INPUT_CASES)} size settings, and attn_lib's attention "
         f"returns an output (B, L_q, d_v) on each.",
         verbose,
@@ -1587,28 +1604,20 @@ def check_retrieve(fn: Callable, *, verbose: bool = True) -> CheckResult:
     name = _name_of(fn)
     outcomes = []
     for desc, q, k, v, T in _retrieve_cases():
-        try:
-            got = fn(q.clone(), k.clone(), v.clone(), T)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(
-                False,
-                "error",
-                f"Not yet. On the case '{desc}' your function raised {type(err).__name__}: "
-                f"{err}. The inputs were query {tuple(q.shape)}, keys {tuple(k.shape)}, "
+        got, err = _call(fn, q.clone(), k.clone(), v.clone(), T)
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"On the case '{desc}' your function raised {_raised(err)}. The "
+                f"inputs were query {tuple(q.shape)}, keys {tuple(k.shape)}, "
                 f"values {tuple(v.shape)}.",
                 verbose,
             )
-        if not (
-            isinstance(got, tuple | list)
-            and len(got) == 2
-            and all(isinstance(t, torch.Tensor) for t in got)
-        ):
-            return _finish(
-                False,
+        if not _tensors(got, 2):
+            return _not_yet(
                 "bad_return",
-                f"Not yet. {name} should return two tensors, (weights, blended).",
+                f"{name} should return two tensors, (weights, blended).",
                 verbose,
             )
         outcomes.append((desc, q, k, v, T, got[0].detach(), got[1].detach()))
@@ -1619,12 +1628,11 @@ def check_retrieve(fn: Callable, *, verbose: bool = True) -> CheckResult:
             continue
         for code, why, make in _retrieval_mistakes():
             if all(_close(w2, make(q2, k2, v2, T2)) for _, q2, k2, v2, T2, w2, _ in outcomes):
-                return _finish(False, code, f"Not yet. {why}", verbose)
+                return _not_yet(code, why, verbose)
         shape = tuple(w.shape)
-        return _finish(
-            False,
+        return _not_yet(
             "unknown",
-            f"Not yet. On the case '{desc}' your weights (shape {shape}) differ from "
+            f"On the case '{desc}' your weights (shape {shape}) differ from "
             f"softmax(keys @ query / T) (shape {tuple(ref.weights.shape)}): one weight per "
             f"book, positive, summing to 1. Compare your code with those three steps.",
             verbose,
@@ -1652,10 +1660,8 @@ def check_retrieve(fn: Callable, *, verbose: bool = True) -> CheckResult:
             )
         return _finish(False, code, f"Not yet (case '{desc}'). {why}", verbose)
 
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} gives the same weights and blend as attn_lib.experiments.retrieve "
+    return _passed(
+        f"{name} gives the same weights and blend as attn_lib.experiments.retrieve "
         f"on all {len(outcomes)} cases, at temperatures from 0.2 to 2.",
         verbose,
     )
@@ -1693,22 +1699,16 @@ def check_permuted_output(fn: Callable, *, verbose: bool = True) -> CheckResult:
         x = torch.randn(L, 8, generator=g)  # (L, d_model)
         with torch.no_grad():
             out, actual = model(x), model(x[perm])  # (L, d_v) each
-        try:
-            got = fn(out.clone(), perm.clone())
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(
-                False,
-                "error",
-                f"Not yet. For perm {list(perm_tuple)} your function raised "
-                f"{type(err).__name__}: {err}.",
+        got, err = _call(fn, out.clone(), perm.clone())
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"For perm {list(perm_tuple)} your function raised {_raised(err)}.",
                 verbose,
             )
         if not isinstance(got, torch.Tensor):
-            return _finish(
-                False, "bad_return", f"Not yet. {name} should return a tensor (L, d_v).", verbose
-            )
+            return _not_yet("bad_return", f"{name} should return a tensor (L, d_v).", verbose)
         if _close(got.detach(), actual):
             continue
         if _close(got.detach(), out[torch.argsort(perm)]):
@@ -1735,10 +1735,8 @@ def check_permuted_output(fn: Callable, *, verbose: bool = True) -> CheckResult:
                 f"x[perm] reorders the tokens."
             )
         return _finish(False, code, f"Not yet (perm {list(perm_tuple)}). {why}", verbose)
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} predicts the model's output on the permuted tokens for "
+    return _passed(
+        f"{name} predicts the model's output on the permuted tokens for "
         f"{len(_PERMUTATION_CASES)} permutations without running it: the outputs permute "
         f"exactly as the tokens do.",
         verbose,
@@ -1772,27 +1770,21 @@ def check_conv_layers(fn: Callable, *, verbose: bool = True) -> CheckResult:
     answers: dict[tuple[int, int], object] = {}
     for k in _CONV_KERNELS:
         for d in _CONV_DISTANCES:
-            try:
-                answers[d, k] = fn(d, k)
-            except NotImplementedError:
-                return _not_written(name, verbose)
-            except Exception as err:  # noqa: BLE001 - reported in words
-                return _finish(
-                    False,
-                    "error",
-                    f"Not yet. For distance {d} and kernel_size {k} your function raised "
-                    f"{type(err).__name__}: {err}.",
+            answers[d, k], err = _call(fn, d, k)
+            if err is not None:
+                return _call_failed(
+                    name,
+                    err,
+                    f"For distance {d} and kernel_size {k} your function raised {_raised(err)}.",
                     verbose,
                 )
     values: dict[tuple[int, int], float] = {}
     for (d, k), a in answers.items():
-        if isinstance(a, torch.Tensor) and a.numel() == 1:
-            a = a.item()
-        if isinstance(a, bool) or not isinstance(a, int | float):
-            return _finish(
-                False,
+        a, is_number = _number(a)
+        if not is_number:
+            return _not_yet(
                 "bad_return",
-                f"Not yet. For distance {d} and kernel_size {k} {name} returned "
+                f"For distance {d} and kernel_size {k} {name} returned "
                 f"{type(a).__name__}; return a number of layers (an int).",
                 verbose,
             )
@@ -1802,10 +1794,8 @@ def check_conv_layers(fn: Callable, *, verbose: bool = True) -> CheckResult:
         layers = path_lengths(max(_CONV_DISTANCES) + 1, k).convolution  # (L − 1,) for |i − j| = 1 …
         reference.update({(d, k): float(layers[d - 1]) for d in _CONV_DISTANCES})
     if values == reference:
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} gives ⌈|i − j| / (k − 1)⌉ layers for every distance 1 … 30 and "
+        return _passed(
+            f"{name} gives ⌈|i − j| / (k − 1)⌉ layers for every distance 1 … 30 and "
             f"kernel sizes {list(_CONV_KERNELS)}: the path grows linearly with the distance, "
             f"k − 1 times more slowly than a recurrent net's.",
             verbose,
@@ -1833,41 +1823,26 @@ def check_conv_layers(fn: Callable, *, verbose: bool = True) -> CheckResult:
          lambda d, k: math.ceil(2 * d / (k - 1))),
     ]  # fmt: skip
     if fractional:
-        return _finish(
-            False,
+        return _not_yet(
             "not_integer",
-            f"Not yet. For distance {fractional[0][0]} and kernel_size {fractional[0][1]} you "
+            f"For distance {fractional[0][0]} and kernel_size {fractional[0][1]} you "
             f"returned {values[fractional[0]]:g} layers; layers come in whole numbers. Round "
             f"up: math.ceil(distance / (k - 1)).",
             verbose,
         )
     for code, why, make in mistakes:
         if all(values[key] == make(*key) for key in values):
-            return _finish(False, code, f"Not yet. {why}", verbose)
-    return _finish(
-        False,
+            return _not_yet(code, why, verbose)
+    return _not_yet(
         "unknown",
-        f"Not yet. For distance {d} and kernel_size {k} you gave {values[first]:g} layers; "
+        f"For distance {d} and kernel_size {k} you gave {values[first]:g} layers; "
         f"the answer is {reference[first]:g} = ⌈{d} / {k - 1}⌉.",
         verbose,
     )
 
 
-__all__ += [
-    "SHAPE_NAMES",
-    "check_attention_inputs",
-    "check_conv_layers",
-    "check_permuted_output",
-    "check_retrieve",
-    "check_shape_predictions",
-    "expected_shapes",
-]
-
-
 # --- notebook 03: the scale, the entropy of a row, the softmax Jacobian --------------------
 
-from .softmax import entropy as _entropy
-from .softmax import softmax_jacobian as _softmax_jacobian
 
 # (σ², d_k) pairs; σ² ≠ 1 in most, so that forgetting σ² (or squaring it twice) shows.
 _SCALE_CASES = ((1.0, 64), (1 / 3, 64), (2.0, 16), (0.5, 100), (4.0, 9))
@@ -1875,9 +1850,8 @@ _SCALE_CASES = ((1.0, 64), (1 / 3, 64), (2.0, 16), (0.5, 100), (4.0, 9))
 
 def _call_scalar(fn: Callable, *args: object) -> tuple[float | None, BaseException | None, str]:
     """(value, error, type name): the learner's return value as a float if it is one number."""
-    try:
-        got = fn(*args)
-    except Exception as err:  # noqa: BLE001 - reported in words
+    got, err = _call(fn, *args)
+    if err is not None:
         return None, err, ""
     if isinstance(got, torch.Tensor) and got.numel() == 1:
         return float(got), None, ""
@@ -1919,21 +1893,18 @@ def check_score_scale(fn: Callable, *, verbose: bool = True) -> CheckResult:
     got = []
     for sigma2, d_k in _SCALE_CASES:
         value, err, bad_type = _call_scalar(fn, sigma2, d_k)
-        if isinstance(err, NotImplementedError):
-            return _not_written(name, verbose)
         if err is not None:
-            return _finish(
-                False,
-                "error",
-                f"Not yet. For entry_variance={sigma2:.4g}, d_k={d_k} your function raised "
-                f"{type(err).__name__}: {err}. Fix that line and run the check again.",
+            return _call_failed(
+                name,
+                err,
+                f"For entry_variance={sigma2:.4g}, d_k={d_k} your function raised "
+                f"{_raised(err)}. Fix that line and run the check again.",
                 verbose,
             )
         if value is None:
-            return _finish(
-                False,
+            return _not_yet(
                 "bad_return",
-                f"Not yet. {name} returned {bad_type}; return one number, the multiplier c "
+                f"{name} returned {bad_type}; return one number, the multiplier c "
                 f"(a float, or a tensor holding one number).",
                 verbose,
             )
@@ -1951,10 +1922,8 @@ def check_score_scale(fn: Callable, *, verbose: bool = True) -> CheckResult:
         f"have variance {_scaled_variance(got[1], sigma2, d_k):.3f} (Monte Carlo, 4000 pairs)"
     )
     if all_match(lambda s2, d: 1 / (s2 * math.sqrt(d))):
-        return _finish(
-            True,
-            None,
-            f"Passed. c = 1 / (σ² √d_k) on all {len(_SCALE_CASES)} cases. {monte_carlo}, "
+        return _passed(
+            f"c = 1 / (σ² √d_k) on all {len(_SCALE_CASES)} cases. {monte_carlo}, "
             f"as it should be (1 up to sampling noise of about 0.02).",
             verbose,
         )
@@ -2012,11 +1981,10 @@ def check_score_scale(fn: Callable, *, verbose: bool = True) -> CheckResult:
     ]
     for code, why, formula in mistakes:
         if all_match(formula):
-            return _finish(False, code, f"Not yet. {why} {monte_carlo}.", verbose)
-    return _finish(
-        False,
+            return _not_yet(code, f"{why} {monte_carlo}.", verbose)
+    return _not_yet(
         "unknown",
-        f"Not yet. For σ² = 1, d_k = 64 you return {got[0]:.4g} (expected 0.125), and your "
+        f"For σ² = 1, d_k = 64 you return {got[0]:.4g} (expected 0.125), and your "
         f"answers match none of the usual slips. {monte_carlo}; it should be about 1. Start "
         f"from Var(q·k) = d_k σ⁴ and remember that Var(c·X) = c² Var(X).",
         verbose,
@@ -2057,26 +2025,21 @@ def check_entropy(fn: Callable, *, verbose: bool = True) -> CheckResult:
     cases = _entropy_cases()
     got = []
     for desc, w in cases:
-        try:
-            out = fn(w.clone())
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(
-                False,
-                "error",
-                f"Not yet. On {desc} (shape {tuple(w.shape)}) your function raised "
-                f"{type(err).__name__}: {err}.",
+        out, err = _call(fn, w.clone())
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"On {desc} (shape {tuple(w.shape)}) your function raised {_raised(err)}.",
                 verbose,
             )
         if not isinstance(out, torch.Tensor):
             try:
                 out = torch.as_tensor(out, dtype=torch.float32)
             except (TypeError, ValueError, RuntimeError):
-                return _finish(
-                    False,
+                return _not_yet(
                     "bad_return",
-                    f"Not yet. {name} returned {type(out).__name__}; return a tensor with one "
+                    f"{name} returned {type(out).__name__}; return a tensor with one "
                     f"entropy per row.",
                     verbose,
                 )
@@ -2092,20 +2055,17 @@ def check_entropy(fn: Callable, *, verbose: bool = True) -> CheckResult:
         return True
 
     if all_match(lambda ref, w: ref):
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} gives the entropy in nats of every row on all {len(cases)} cases: "
+        return _passed(
+            f"{name} gives the entropy in nats of every row on all {len(cases)} cases: "
             f"log 4 = {math.log(4):.4f} for the uniform row, 0 for the one-hot row (0 · log 0 "
             f"taken as 0), and one value per row of the (2, 3, 6) batch, shape (2, 3).",
             verbose,
         )
     for (desc, w), out in zip(cases, got, strict=True):
         if bool(torch.isnan(out).any()) and bool((w == 0).any()):
-            return _finish(
-                False,
+            return _not_yet(
                 "nan_at_zero",
-                f"Not yet. On {desc} your result contains NaN: 0 · log 0 is 0 · (−inf) = NaN in "
+                f"On {desc} your result contains NaN: 0 · log 0 is 0 · (−inf) = NaN in "
                 f"floating point. By convention the term is 0 (p log p → 0 as p → 0): use "
                 f"`torch.special.xlogy(p, p)`, or `torch.where(p > 0, p * p.log(), 0.0)`.",
                 verbose,
@@ -2127,13 +2087,12 @@ def check_entropy(fn: Callable, *, verbose: bool = True) -> CheckResult:
     ]  # fmt: skip
     for code, why, transform in mistakes:
         if all_match(transform):
-            return _finish(False, code, f"Not yet. {why}", verbose)
+            return _not_yet(code, why, verbose)
     batch_out, batch_ref = got[-1], refs[-1]
     if batch_out.shape != batch_ref.shape:
-        return _finish(
-            False,
+        return _not_yet(
             "wrong_dim",
-            f"Not yet. For weights of shape (2, 3, 6) your result has shape "
+            f"For weights of shape (2, 3, 6) your result has shape "
             f"{tuple(batch_out.shape)}; it should be (2, 3), one entropy per row. Sum over the "
             f"keys only: `.sum(dim=-1)`.",
             verbose,
@@ -2144,10 +2103,9 @@ def check_entropy(fn: Callable, *, verbose: bool = True) -> CheckResult:
         if out.shape != ref.shape or not torch.allclose(out, ref, rtol=1e-4, atol=1e-5)
     )
     desc, out, ref = first
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        f"Not yet. On {desc} you return {out.flatten()[:3].tolist()} (first values), expected "
+        f"On {desc} you return {out.flatten()[:3].tolist()} (first values), expected "
         f"{[round(v, 4) for v in ref.flatten()[:3].tolist()]}. The entropy of a row p is "
         f"−Σ_j p_j log p_j, natural log, 0 · log 0 = 0.",
         verbose,
@@ -2190,30 +2148,24 @@ def check_softmax_jacobian(fn: Callable, *, verbose: bool = True) -> CheckResult
     cases = _jacobian_cases()
     got = []
     for desc, p in cases:
-        try:
-            out = fn(p.clone())
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(
-                False,
-                "error",
-                f"Not yet. On {desc} (p of shape {tuple(p.shape)}) your function raised "
-                f"{type(err).__name__}: {err}.",
+        out, err = _call(fn, p.clone())
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"On {desc} (p of shape {tuple(p.shape)}) your function raised {_raised(err)}.",
                 verbose,
             )
         if not isinstance(out, torch.Tensor):
-            return _finish(
-                False,
+            return _not_yet(
                 "bad_return",
-                f"Not yet. {name} returned {type(out).__name__}; return an (L, L) tensor.",
+                f"{name} returned {type(out).__name__}; return an (L, L) tensor.",
                 verbose,
             )
         if out.shape != (len(p), len(p)):
-            return _finish(
-                False,
+            return _not_yet(
                 "wrong_shape",
-                f"Not yet. On {desc} your result has shape {tuple(out.shape)}; the Jacobian of "
+                f"On {desc} your result has shape {tuple(out.shape)}; the Jacobian of "
                 f"softmax over L = {len(p)} scores is (L, L) = ({len(p)}, {len(p)}): one row per "
                 f"weight p_i, one column per score s_j. `p[:, None] * p[None, :]` is the outer "
                 f"product p pᵀ.",
@@ -2232,10 +2184,8 @@ def check_softmax_jacobian(fn: Callable, *, verbose: bool = True) -> CheckResult
         s = torch.log(p.double()).requires_grad_(True)  # softmax(log p) = p
         autograd = torch.autograd.functional.jacobian(lambda x: torch.softmax(x, -1), s)
         agree = torch.allclose(got[0].double(), autograd, rtol=1e-4, atol=1e-6)
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} gives diag(p) − p pᵀ on all {len(cases)} cases"
+        return _passed(
+            f"{name} gives diag(p) − p pᵀ on all {len(cases)} cases"
             + (", and on the first it agrees with torch.autograd's Jacobian of softmax" if agree
                else "") + ". For the one-hot row it is the zero matrix: a saturated row passes "
             "no gradient back to its scores.",
@@ -2256,18 +2206,14 @@ def check_softmax_jacobian(fn: Callable, *, verbose: bool = True) -> CheckResult
     ]  # fmt: skip
     for code, why, make in mistakes:
         if all_match(make):
-            return _finish(False, code, f"Not yet. {why}", verbose)
-    return _finish(
-        False,
+            return _not_yet(code, why, verbose)
+    return _not_yet(
         "unknown",
-        f"Not yet. For p = {[round(v, 4) for v in cases[0][1].tolist()]} your matrix differs "
+        f"For p = {[round(v, 4) for v in cases[0][1].tolist()]} your matrix differs "
         f"from diag(p) − p pᵀ, and matches none of the usual slips. Entry (i, j) is "
         f"p_i (δ_ij − p_j): `torch.diag(p) - torch.outer(p, p)`.",
         verbose,
     )
-
-
-__all__ += ["check_entropy", "check_score_scale", "check_softmax_jacobian"]
 
 
 # --- notebook 07: masked weights, a batch's mask from lengths, a masked loss ------------------
@@ -2296,9 +2242,8 @@ def _masked_softmax_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
 
 def _call_weights_fn(fn: Callable, *args: torch.Tensor) -> torch.Tensor | BaseException | str:
     """The tensor fn returns, the exception it raised, or a sentence on a bad return."""
-    try:
-        out = fn(*(a.clone() for a in args))
-    except Exception as err:  # noqa: BLE001 - reported to the learner in words
+    out, err = _call(fn, *(a.clone() for a in args))
+    if err is not None:
         return err
     if isinstance(out, tuple | list) and len(out) > 0 and isinstance(out[0], torch.Tensor):
         out = out[0]
@@ -2337,24 +2282,22 @@ def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
         if isinstance(out, NotImplementedError):
             return _not_written(name, verbose)
         if isinstance(out, str):
-            return _finish(False, "bad_return", f"Not yet. On the case '{case}' {name} {out}",
+            return _not_yet("bad_return", f"On the case '{case}' {name} {out}",
                            verbose)  # fmt: skip
         if isinstance(out, BaseException):
             if scores.dtype == torch.float16 and "overflow" in str(out):
                 continue  # explained below, after the float32 cases
-            return _finish(
-                False,
+            return _not_yet(
                 "error",
-                f"Not yet. On the case '{case}' your function raised {type(out).__name__}: "
-                f"{out}. The inputs were scores {tuple(scores.shape)} ({scores.dtype}) and keep "
+                f"On the case '{case}' your function raised {_raised(out)}. The "
+                f"inputs were scores {tuple(scores.shape)} ({scores.dtype}) and keep "
                 f"{tuple(keep.shape)} (bool, True = may attend).",
                 verbose,
             )
         if out.shape != scores.shape:
-            return _finish(
-                False,
+            return _not_yet(
                 "wrong_shape",
-                f"Not yet. On the case '{case}' the weights have shape {tuple(out.shape)}; they "
+                f"On the case '{case}' the weights have shape {tuple(out.shape)}; they "
                 f"should have the scores' shape {tuple(scores.shape)} = (B, L_q, L_k).",
                 verbose,
             )
@@ -2364,10 +2307,9 @@ def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
             zip(cases[:2], outs[:2], strict=True)]  # fmt: skip
     mixed_kept = torch.cat([(w * k)[(k.any(-1) & ~k.all(-1))].sum(-1) for _, w, k in full])
     if bool((mixed_kept.nan_to_num(0.0) < 0.01).all()):
-        return _finish(
-            False,
+        return _not_yet(
             "mask_inverted",
-            "Not yet. Your mask polarity is inverted: the keys the mask allows get (almost) no "
+            "Your mask polarity is inverted: the keys the mask allows get (almost) no "
             "weight, and the blocked ones get it all. keep is a keep-mask, True = may attend, so "
             "fill where it is False: `scores.masked_fill(~keep, fill)` (or `keep == 0`), not "
             "`masked_fill(keep, ...)`. PyTorch's nn.MultiheadAttention uses the opposite "
@@ -2377,10 +2319,9 @@ def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for case, w, k in full:
         sums = w.sum(-1)[k.any(-1)]  # rows with an allowed key
         if not _close(sums, torch.ones_like(sums)):
-            return _finish(
-                False,
+            return _not_yet(
                 "rows_not_normalised",
-                f"Not yet. On the case '{case}' the rows of your weights do not sum to 1. Each "
+                f"On the case '{case}' the rows of your weights do not sum to 1. Each "
                 f"query's weights over the keys must sum to 1: take the softmax over the keys, "
                 f"`dim=-1`.",
                 verbose,
@@ -2414,7 +2355,7 @@ def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
                     f"the softmax, whose exp then underflows to 0."
                 ),
             )
-        return _finish(False, code, f"Not yet. On the case '{case}' {text}", verbose)
+        return _not_yet(code, f"On the case '{case}' {text}", verbose)
 
     # Rows with no allowed key (case 3, float32), then float16.
     case3, scores3, keep3 = cases[2]
@@ -2428,20 +2369,18 @@ def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
         else ""
     )
     if overflow:
-        return _finish(
-            False,
+        return _not_yet(
             "fill_overflow",
-            f"Not yet. On float16 scores your function raised {type(f16).__name__}: {f16}. The "
-            f"fill does not fit the dtype: float16 holds numbers only down to -65504, so -1e9 "
+            f"On float16 scores your function raised {_raised(f16)}. The fill "
+            f"does not fit the dtype: float16 holds numbers only down to -65504, so -1e9 "
             f"cannot be stored (masked_fill refuses it). Take the fill from the dtype: "
             f"torch.finfo(scores.dtype).min.{after}",
             verbose,
         )
     if bool(rows.isnan().any()):
-        return _finish(
-            False,
+        return _not_yet(
             "nan_rows",
-            f"Not yet. On the case '{case3}' the rows with no allowed key came out NaN. With a "
+            f"On the case '{case3}' the rows with no allowed key came out NaN. With a "
             f"-inf fill such a row is all -inf; the softmax subtracts its maximum, -inf, and "
             f"(-inf) - (-inf) is NaN. Fill with torch.finfo(scores.dtype).min instead, then set "
             f"those rows to 0: `has_key = keep.any(dim=-1, keepdim=True)`, "
@@ -2450,10 +2389,9 @@ def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
         )
     L_k = scores3.shape[-1]
     if _close(rows, torch.full_like(rows, 1.0 / L_k)):
-        return _finish(
-            False,
+        return _not_yet(
             "uniform_rows",
-            f"Not yet. On the case '{case3}' the rows with no allowed key came out uniform "
+            f"On the case '{case3}' the rows with no allowed key came out uniform "
             f"(1/{L_k} on every key). A finite fill makes every score of such a row equal, so "
             f"the softmax spreads the weight evenly over keys the query must not see, and the "
             f"output becomes the mean of the values. attn_lib and SDPA give such rows zero "
@@ -2462,10 +2400,9 @@ def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
             verbose,
         )
     if not _close(rows, torch.zeros_like(rows)):
-        return _finish(
-            False,
+        return _not_yet(
             "empty_rows_not_zero",
-            f"Not yet. On the case '{case3}' the rows with no allowed key are neither NaN nor "
+            f"On the case '{case3}' the rows with no allowed key are neither NaN nor "
             f"uniform, but not zero either; give them all-zero weights: "
             f"`weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)`.",
             verbose,
@@ -2479,26 +2416,22 @@ def check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
         except AssertionError:
             sums = out.float().sum(-1)[keep.bool().expand(scores.shape).any(-1)]
             if not _close(sums, torch.ones_like(sums)):
-                return _finish(
-                    False,
+                return _not_yet(
                     "rows_not_normalised",
-                    f"Not yet. On the case '{case}' the rows that have an allowed key do not "
+                    f"On the case '{case}' the rows that have an allowed key do not "
                     f"sum to 1: take the softmax over the keys, dim=-1.",
                     verbose,
                 )
-            return _finish(
-                False,
+            return _not_yet(
                 "unknown",
-                f"Not yet. On the case '{case}' your weights differ from attn_lib's, although "
+                f"On the case '{case}' your weights differ from attn_lib's, although "
                 f"blocked keys get 0 and the rows sum to 1. Compare with: fill blocked scores "
                 f"with torch.finfo(scores.dtype).min, softmax over dim=-1, zero the rows with no "
                 f"allowed key.",
                 verbose,
             )
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} gives blocked keys exactly 0, every row with an allowed key sums to "
+    return _passed(
+        f"{name} gives blocked keys exactly 0, every row with an allowed key sums to "
         f"1, and rows with no allowed key are all zeros (no NaN, no uniform row), in float32 "
         f"and in float16: the same weights as attn_lib.",
         verbose,
@@ -2610,30 +2543,27 @@ def check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for lengths, causal in _BATCH_MASK_CASES:
         B, L = len(lengths), max(lengths)
         what = f"lengths {lengths}, causal={causal}"
-        try:
-            m = fn(torch.tensor(lengths), causal)
-        except NotImplementedError:
+        m, err = _call(fn, torch.tensor(lengths), causal)
+        if isinstance(err, NotImplementedError):
             return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            if isinstance(err, RuntimeError) and "must match the size" in str(err):
-                read.append(None)  # shapes that do not broadcast: diagnosed below
-                continue
-            return _finish(False, "error", f"Not yet. For {what} your function raised "
-                           f"{type(err).__name__}: {err}.", verbose)  # fmt: skip
+        if isinstance(err, RuntimeError) and "must match the size" in str(err):
+            read.append(None)  # shapes that do not broadcast: diagnosed below
+            continue
+        if err is not None:
+            return _not_yet("error", f"For {what} your function raised {_raised(err)}.", verbose)
         if not isinstance(m, torch.Tensor):
-            return _finish(False, "bad_return", f"Not yet. For {what} {name} returned "
+            return _not_yet("bad_return", f"For {what} {name} returned "
                            f"{type(m).__name__}; return a bool tensor.", verbose)  # fmt: skip
         if m.is_floating_point():
-            return _finish(
-                False,
+            return _not_yet(
                 "mask_float",
-                f"Not yet. For {what} your mask is {m.dtype}. Return a bool keep-mask (True = "
+                f"For {what} your mask is {m.dtype}. Return a bool keep-mask (True = "
                 f"may attend) and combine masks with `&`. Float masks are *added* to the scores "
                 f"by PyTorch, and adding masks goes wrong: two finfo.min fills add up to -inf.",
                 verbose,
             )
         if not bool(((m == 0) | (m == 1)).all()):
-            return _finish(False, "mask_values", f"Not yet. For {what} your mask holds values "
+            return _not_yet("mask_values", f"For {what} your mask holds values "
                            f"other than 0 and 1; build it with comparisons, which give bool.",
                            verbose)  # fmt: skip
         try:
@@ -2642,20 +2572,17 @@ def check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
             if m.dim() == 2 and tuple(m.shape) == (B, L):
                 read.append(None)  # a (B, L) padding mask, B ≠ L: refused by attention
                 continue
-            return _finish(
-                False,
+            return _not_yet(
                 "wrong_shape",
-                f"Not yet. For {what} your mask has shape {tuple(m.shape)}; it must fit the "
+                f"For {what} your mask has shape {tuple(m.shape)}; it must fit the "
                 f"scores ({B}, {L}, {L}) at their rank: (B, 1, L) = ({B}, 1, {L}) for padding "
                 f"alone, ({B}, {L}, {L}) with the causal mask.",
                 verbose,
             )
     expected = [_batch_mask_reference(lengths, c) for lengths, c in _BATCH_MASK_CASES]
     if all(r is not None and torch.equal(r, e) for r, e in zip(read, expected, strict=True)):
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} builds the right keep-mask from the lengths for all "
+        return _passed(
+            f"{name} builds the right keep-mask from the lengths for all "
             f"{len(expected)} cases, with and without the causal mask, including B == L, "
             f"where a mask of the wrong rank would have passed silently.",
             verbose,
@@ -2671,17 +2598,16 @@ def check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
                 matches = False
                 break
         if matches:
-            return _finish(False, code, f"Not yet. {text}", verbose)
+            return _not_yet(code, text, verbose)
     if any(r is None for r in read):
-        return _finish(False, "mask_not_unsqueezed", f"Not yet. {_BATCH_MASK_MISTAKES[0][1]}",
+        return _not_yet("mask_not_unsqueezed", f"{_BATCH_MASK_MISTAKES[0][1]}",
                        verbose)  # fmt: skip
     i = next(i for i, (r, e) in enumerate(zip(read, expected, strict=True))
              if not torch.equal(r, e))  # fmt: skip
     lengths, causal = _BATCH_MASK_CASES[i]
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        f"Not yet. For lengths {lengths}, causal={causal}, sequence 0 should get\n"
+        f"For lengths {lengths}, causal={causal}, sequence 0 should get\n"
         f"{expected[i][0].int().tolist()}\nbut your mask, as (B, L, L) scores read it, gives\n"
         f"{read[i][0].int().tolist()}\n(1 = may attend, 0 = blocked).",
         verbose,
@@ -2758,17 +2684,14 @@ def check_masked_mean_loss(fn: Callable, *, verbose: bool = True) -> CheckResult
     got: list[float] = []
     cases = _loss_cases()
     for case, loss, lengths in cases:
-        try:
-            out = fn(loss.clone(), torch.tensor(lengths))
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(False, "error", f"Not yet. For {case} your function raised "
-                           f"{type(err).__name__}: {err}.", verbose)  # fmt: skip
-        if isinstance(out, torch.Tensor) and out.numel() == 1:
-            out = out.item()
-        if isinstance(out, bool) or not isinstance(out, int | float):
-            return _finish(False, "bad_return", f"Not yet. For {case} {name} returned "
+        out, err = _call(fn, loss.clone(), torch.tensor(lengths))
+        if err is not None:
+            return _call_failed(
+                name, err, f"For {case} your function raised {_raised(err)}.", verbose
+            )
+        out, is_number = _number(out)
+        if not is_number:
+            return _not_yet("bad_return", f"For {case} {name} returned "
                            f"{type(out).__name__}; return one number (a 0-D tensor or a "
                            f"float).", verbose)  # fmt: skip
         got.append(float(out))
@@ -2778,44 +2701,34 @@ def check_masked_mean_loss(fn: Callable, *, verbose: bool = True) -> CheckResult
         return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
 
     if all(same(g, c["right"]) for g, c in zip(got, candidates, strict=True)):
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} averages over the real tokens only, for all {len(cases)} cases, "
+        return _passed(
+            f"{name} averages over the real tokens only, for all {len(cases)} cases, "
             f"and a NaN at a padded position does not reach it.",
             verbose,
         )
     for code, text in _LOSS_MISTAKES.items():
         if all(same(g, c[code]) for g, c in zip(got, candidates, strict=True)):
-            return _finish(False, code, f"Not yet. {text}", verbose)
+            return _not_yet(code, text, verbose)
     if all(same(g, c["right"]) for g, c in zip(got[:2], candidates[:2], strict=True)):
-        return _finish(False, "nan_through_mask", f"Not yet. {_LOSS_MISTAKES['nan_through_mask']}",
+        return _not_yet("nan_through_mask", f"{_LOSS_MISTAKES['nan_through_mask']}",
                        verbose)  # fmt: skip
     i = next(i for i, (g, c) in enumerate(zip(got, candidates, strict=True))
              if not same(g, c["right"]))  # fmt: skip
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        f"Not yet. For {cases[i][0]} the mean over the real tokens is {candidates[i]['right']:.4f}"
+        f"For {cases[i][0]} the mean over the real tokens is {candidates[i]['right']:.4f}"
         f", but your function returned {got[i]:.4f}.",
         verbose,
     )
 
 
-__all__ += ["check_batch_mask", "check_masked_mean_loss", "check_masked_softmax"]
-
-
-# ---------------------------------------------------------------------------
-# Notebook 06: checking against PyTorch (article section 3.4)
-# ---------------------------------------------------------------------------
-
-from torch import nn as _nn
+# --- notebook 06: checking against PyTorch (article section 3.4) ---------------------------
 
 
 @dataclass(frozen=True)
 class _MHACase:
     name: str
-    mha: _nn.MultiheadAttention  # num_heads=1, batch_first=True, eval mode
+    mha: nn.MultiheadAttention  # num_heads=1, batch_first=True, eval mode
     x: torch.Tensor  # (B, L, E)
 
 
@@ -2831,7 +2744,7 @@ def _mha_cases() -> list[_MHACase]:
     ):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_SEED + 60 + i)
-            mha = _nn.MultiheadAttention(E, num_heads=1, bias=bias, batch_first=True).eval()
+            mha = nn.MultiheadAttention(E, num_heads=1, bias=bias, batch_first=True).eval()
             with torch.no_grad():
                 if bias:  # PyTorch initialises the biases to 0; make them matter
                     mha.in_proj_bias.normal_(0.0, 0.5)
@@ -2842,7 +2755,7 @@ def _mha_cases() -> list[_MHACase]:
 
 
 def _mha_parts(
-    mha: _nn.MultiheadAttention,
+    mha: nn.MultiheadAttention,
     x: torch.Tensor,
     *,
     swap_qk: bool = False,
@@ -2862,7 +2775,7 @@ def _mha_parts(
     return out
 
 
-_MHAMistakeFn = Callable[[_nn.MultiheadAttention, torch.Tensor], torch.Tensor]
+_MHAMistakeFn = Callable[[nn.MultiheadAttention, torch.Tensor], torch.Tensor]
 _MHA_MISTAKES: list[tuple[str, str, _MHAMistakeFn]] = [
     (
         "no_out_proj",
@@ -2955,28 +2868,24 @@ def check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
         calls: list[int] = []
         hook = case.mha.register_forward_hook(lambda *_, calls=calls: calls.append(1))
         try:
-            with torch.no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = fn(case.mha, case.x.clone())
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - the learner's error, reported in words
-            return _finish(
-                False,
-                "error",
-                f"Not yet. On the case '{case.name}' {name} raised {type(err).__name__}: "
-                f"{str(err).splitlines()[0] if str(err) else ''}. The module has E = "
-                f"{case.mha.embed_dim}: in_proj_weight is ({3 * case.mha.embed_dim}, "
-                f"{case.mha.embed_dim}) and x is {tuple(case.x.shape)}.",
-                verbose,
-            )
+            with torch.no_grad():
+                result, err = _call(fn, case.mha, case.x.clone(), quiet=True)
         finally:
             hook.remove()
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"On the case '{case.name}' {name} raised "
+                f"{_raised(err, first_line=True)}. The module has E = {case.mha.embed_dim}: "
+                f"in_proj_weight is ({3 * case.mha.embed_dim}, {case.mha.embed_dim}) and x is "
+                f"{tuple(case.x.shape)}.",
+                verbose,
+            )
         if calls:
-            return _finish(
-                False,
+            return _not_yet(
                 "called_module",
-                f"Not yet. {name} calls the module itself (mha(...)), so it cannot disagree "
+                f"{name} calls the module itself (mha(...)), so it cannot disagree "
                 f"with it. Compute the output from mha's parameters instead: slice "
                 f"in_proj_weight into W_Q, W_K, W_V, attend, then apply mha.out_proj.",
                 verbose,
@@ -2984,11 +2893,9 @@ def check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
         if isinstance(result, tuple | list) and len(result) == 2:
             result = result[0]
         if not isinstance(result, torch.Tensor):
-            return _finish(
-                False,
+            return _not_yet(
                 "bad_return",
-                f"Not yet. {name} returned {type(result).__name__}; return the output "
-                f"tensor (B, L, E).",
+                f"{name} returned {type(result).__name__}; return the output tensor (B, L, E).",
                 verbose,
             )
         outputs.append(result.detach())
@@ -2997,10 +2904,8 @@ def check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
         refs = [c.mha(c.x, c.x, c.x, need_weights=False)[0] for c in cases]
     ok = [_close(o, r) for o, r in zip(outputs, refs, strict=True)]
     if all(ok):
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} reproduces nn.MultiheadAttention's output on all {len(cases)} "
+        return _passed(
+            f"{name} reproduces nn.MultiheadAttention's output on all {len(cases)} "
             f"cases (with and without biases): in-projection slices, scaled attention and "
             f"out_proj, to float32 precision.",
             verbose,
@@ -3009,23 +2914,21 @@ def check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
         with torch.no_grad():
             wrong = [make(c.mha, c.x) for c in cases]
         if all(_close(o, w) for o, w in zip(outputs, wrong, strict=True)):
-            return _finish(False, code, f"Not yet. {explanation}", verbose)
+            return _not_yet(code, explanation, verbose)
     first = ok.index(False)
     o, r, case = outputs[first], refs[first], cases[first]
     if o.shape != r.shape:
-        return _finish(
-            False,
+        return _not_yet(
             "wrong_shape",
-            f"Not yet. On the case '{case.name}' your output has shape {tuple(o.shape)}; "
+            f"On the case '{case.name}' your output has shape {tuple(o.shape)}; "
             f"nn.MultiheadAttention with batch_first=True returns (B, L, E) = "
             f"{tuple(r.shape)}.",
             verbose,
         )
     diff = (o - r).abs().nan_to_num(nan=float("inf")).max().item()
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        f"Not yet. On the case '{case.name}' your output differs from the module's by up to "
+        f"On the case '{case.name}' your output differs from the module's by up to "
         f"{diff:.3g}, and it matches none of the usual single mistakes (missing or "
         f"transposed out_proj, missing biases, W_Q and W_K swapped, no scaling). Check each "
         f"step against the module: the three slices of in_proj_weight, softmax(Q Kᵀ / √E) V, "
@@ -3072,32 +2975,27 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     results = []
     cases = _mha_mask_cases()
     for desc, keep in cases:
-        try:
-            m = fn(keep.clone())
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(
-                False,
-                "error",
-                f"Not yet. For {desc}, {name} raised {type(err).__name__}: {err}. Fix that "
-                f"line and run the check again.",
+        m, err = _call(fn, keep.clone())
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"For {desc}, {name} raised {_raised(err)}. Fix that line and run the check again.",
                 verbose,
             )
         if not isinstance(m, torch.Tensor):
-            return _finish(
-                False, "bad_return",
-                f"Not yet. For {desc}, {name} returned {type(m).__name__}; return a bool "
+            return _not_yet(
+                "bad_return",
+                f"For {desc}, {name} returned {type(m).__name__}; return a bool "
                 f"tensor of the same shape.", verbose,
             )  # fmt: skip
         results.append(m)
 
     for (desc, keep), m in zip(cases, results, strict=True):
         if m.shape != keep.shape:
-            return _finish(
-                False,
+            return _not_yet(
                 "wrong_shape",
-                f"Not yet. For {desc}, your mask has shape {tuple(m.shape)}; it must keep the "
+                f"For {desc}, your mask has shape {tuple(m.shape)}; it must keep the "
                 f"keep-mask's shape {tuple(keep.shape)}: the conversion only changes what "
                 f"True means, not where it is.",
                 verbose,
@@ -3111,9 +3009,8 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
         return set(m.unique().tolist()) <= allowed
 
     if every(lambda m, b: m.dtype == torch.bool and torch.equal(m, b)):
-        return _finish(
-            True, None,
-            f"Passed. {name} turns every keep-mask into nn.MultiheadAttention's attn_mask: "
+        return _passed(
+            f"{name} turns every keep-mask into nn.MultiheadAttention's attn_mask: "
             f"bool, True where attention is blocked (the opposite of the article's mask).",
             verbose,
         )  # fmt: skip
@@ -3122,9 +3019,8 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
         and values_are(m, {0.0, float("-inf")})
         and torch.equal(m == float("-inf"), b)
     ):
-        return _finish(
-            True, None,
-            f"Passed. {name} returns an additive float mask (0 where kept, -inf where "
+        return _passed(
+            f"{name} returns an additive float mask (0 where kept, -inf where "
             f"blocked); nn.MultiheadAttention adds it to the scores, which blocks the same "
             f"cells as the bool mask True = blocked.",
             verbose,
@@ -3132,9 +3028,9 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for (desc, _), m in zip(cases, results, strict=True):
         is_int = not m.is_floating_point() and m.dtype != torch.bool
         if is_int and values_are(m, {-1.0, -2.0}):
-            return _finish(
-                False, "bitwise_not_int",
-                f"Not yet. For {desc}, your mask holds -1 and -2: `~` on an integer tensor is "
+            return _not_yet(
+                "bitwise_not_int",
+                f"For {desc}, your mask holds -1 and -2: `~` on an integer tensor is "
                 f"a bitwise not, which turns 1 into -2 and 0 into -1, not into 0 and 1. Make "
                 f"the mask bool first, `~keep.bool()`, or compare: `keep == 0`.",
                 verbose,
@@ -3142,9 +3038,9 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     if every(lambda m, b: not m.is_floating_point() and torch.equal(m != 0, ~b)):
         nan_rows = _mha_nan_rows(results[0] != 0, cases[0][1])
         rows = f"{nan_rows} row{'' if nan_rows == 1 else 's'}"
-        return _finish(
-            False, "not_inverted",
-            f"Not yet. Your mask still uses the article's convention (True = may attend), but "
+        return _not_yet(
+            "not_inverted",
+            f"Your mask still uses the article's convention (True = may attend), but "
             f"nn.MultiheadAttention reads True as *blocked*: with it, every query attends "
             f"only to the keys it should not see, and a query whose keys are all allowed "
             f"gets no key at all (on the causal case: {rows} of NaN weights). "
@@ -3158,18 +3054,18 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
             if right_way
             else "Its 1s are also on the kept cells, so the polarity is wrong as well"
         )
-        return _finish(
-            False, "float_01",
-            f"Not yet. Your mask is a float tensor of 0s and 1s. nn.MultiheadAttention (like "
+        return _not_yet(
+            "float_01",
+            f"Your mask is a float tensor of 0s and 1s. nn.MultiheadAttention (like "
             f"SDPA) *adds* a float mask to the scores, so a 1 only nudges a score up by 1 and "
             f"masks nothing. {polarity}. Return a bool mask (`keep == 0`), or an additive one "
             f"with -inf where blocked.",
             verbose,
         )  # fmt: skip
     if every(lambda m, b: not m.is_floating_point() and m.dtype != torch.bool):
-        return _finish(
-            False, "int_mask",
-            f"Not yet. Your mask is an integer tensor ({results[0].dtype}). "
+        return _not_yet(
+            "int_mask",
+            f"Your mask is an integer tensor ({results[0].dtype}). "
             f"nn.MultiheadAttention takes only bool or float attn_masks (it stops with "
             f"'only bool and floating types of attn_mask are supported'). Return bool: "
             f"`keep == 0`.",
@@ -3180,9 +3076,9 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
         if not (m.dtype == torch.bool and torch.equal(m, b))
     )  # fmt: skip
     (desc, _), m, b = first
-    return _finish(
-        False, "unknown",
-        f"Not yet. For {desc}, the expected attn_mask (1 = blocked) is\n{b.int().tolist()}\n"
+    return _not_yet(
+        "unknown",
+        f"For {desc}, the expected attn_mask (1 = blocked) is\n{b.int().tolist()}\n"
         f"but yours ({m.dtype}) is\n{m.tolist()}.",
         verbose,
     )  # fmt: skip
@@ -3193,14 +3089,11 @@ def _mha_nan_rows(attn_mask: torch.Tensor, keep: torch.Tensor) -> int:
     L = keep.shape[-1]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(_SEED)
-        mha = _nn.MultiheadAttention(4, num_heads=1, batch_first=True).eval()
+        mha = nn.MultiheadAttention(4, num_heads=1, batch_first=True).eval()
         x = torch.randn(1, L, 4)
     with torch.no_grad():
         _, w = mha(x, x, x, attn_mask=attn_mask)  # (1, L, L)
     return int(torch.isnan(w).any(dim=-1).sum())
-
-
-__all__ += ["check_mha_forward", "check_mha_mask"]
 
 
 # --- notebook 08: a stable softmax, attention on 4-D heads, evaluation without dropout ----
@@ -3320,13 +3213,8 @@ def check_stable_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
     cases = _softmax_cases()
     outs: list[torch.Tensor] = []
     for case, x in cases:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = fn(x.clone())
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
+        out, err = _call(fn, x.clone(), quiet=True)
+        if err is not None:
             src = _source(fn)
             hint = ""
             if any("keepdim" not in a for a in re.findall(r"\.(?:max|amax)\(([^()]*)\)", src)):
@@ -3334,15 +3222,18 @@ def check_stable_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
                     " `x.max(dim=-1)` drops the reduced dim (and returns values and indices): "
                     "use `x.amax(dim=-1, keepdim=True)` so that it broadcasts against x."
                 )
-            return _finish(False, "error", f"Not yet. For {case} your function raised "
-                           f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}."
-                           f"{hint}", verbose)  # fmt: skip
+            return _call_failed(
+                name,
+                err,
+                f"For {case} your function raised {_raised(err, first_line=True)}.{hint}",
+                verbose,
+            )
         if not isinstance(out, torch.Tensor):
-            return _finish(False, "bad_return", f"Not yet. For {case} {name} returned "
+            return _not_yet("bad_return", f"For {case} {name} returned "
                            f"{type(out).__name__}; return a tensor of x's shape.",
                            verbose)  # fmt: skip
         if out.shape != x.shape:
-            return _finish(False, "wrong_shape", f"Not yet. For {case}, x has shape "
+            return _not_yet("wrong_shape", f"For {case}, x has shape "
                            f"{tuple(x.shape)} but your result has shape {tuple(out.shape)}; "
                            f"softmax keeps the shape. If you reduced with max or sum, pass "
                            f"keepdim=True.", verbose)  # fmt: skip
@@ -3351,10 +3242,8 @@ def check_stable_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
     atols = [2e-3 if x.dtype == torch.float16 else 1e-5 for _, x in cases]
     ok = [_same_values(o, r, a) for o, r, a in zip(outs, refs, atols, strict=True)]
     if all(ok):
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} matches torch.softmax on all {len(cases)} cases, including scores "
+        return _passed(
+            f"{name} matches torch.softmax on all {len(cases)} cases, including scores "
             f"up to 1000 in float32 and up to 20 in float16, where a naive exp(x) / Σ exp(x) "
             f"overflows, and a row with a masked (-inf) key.",
             verbose,
@@ -3370,14 +3259,13 @@ def check_stable_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
             v is not None and _same_values(o, v, a)
             for o, v, a in zip(outs, variants, atols, strict=True)
         ):
-            return _finish(False, code, f"Not yet. {text}", verbose)
+            return _not_yet(code, text, verbose)
     if ok[0] and ok[3] and not all(ok[1:3]) and any(bool(torch.isnan(o).any()) for o in outs):
-        return _finish(False, "naive", f"Not yet. {_SOFTMAX_MISTAKES[0][2]}", verbose)
+        return _not_yet("naive", f"{_SOFTMAX_MISTAKES[0][2]}", verbose)
     i = ok.index(False)
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        f"Not yet. For {cases[i][0]} softmax gives\n{refs[i].tolist()}\nbut your function "
+        f"For {cases[i][0]} softmax gives\n{refs[i].tolist()}\nbut your function "
         f"returned\n{outs[i].float().tolist()}\nCompare each step with exp(x − max) / Σ exp(x − "
         f"max), max and sum taken over dim=-1 with keepdim=True.",
         verbose,
@@ -3469,10 +3357,8 @@ def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
         for o, (ref_out, ref_w) in zip(outcomes, refs, strict=True)
     ]
     if all(ok):
-        return _finish(
-            True,
-            None,
-            f"Passed. {name} matches attn_lib on all {len(cases)} multi-head cases, including "
+        return _passed(
+            f"{name} matches attn_lib on all {len(cases)} multi-head cases, including "
             f"H = L = d_k and one-token decoding, the shapes where key.transpose(1, 2) would "
             f"have run silently.",
             verbose,
@@ -3482,7 +3368,7 @@ def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
     if _matches(outcomes, _heads_transpose_1_2, cases) or (
         uses_1_2 and not ok[2] and not ok[3]
     ):
-        return _finish(False, "transpose_1_2", f"Not yet. {_TRANSPOSE_1_2_TEXT}", verbose)
+        return _not_yet("transpose_1_2", f"{_TRANSPOSE_1_2_TEXT}", verbose)
     mistakes = [m for m in _ATTENTION_MISTAKES if not m[0].startswith("mask")]
     mistakes.append((
         "softmax_dim",
@@ -3494,15 +3380,15 @@ def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
     ))  # fmt: skip
     for code, explanation, make in mistakes:
         if _matches(outcomes, make, cases):
-            return _finish(False, code, f"Not yet. {explanation}", verbose)
+            return _not_yet(code, explanation, verbose)
     for o, case in zip(outcomes, cases, strict=True):
         if o.error is not None:
             code, message = _explain_error(fn, case, o.error)
-            return _finish(False, code, f"Not yet. {message}", verbose)
+            return _not_yet(code, message, verbose)
     first = ok.index(False)
     o, case, (ref_out, _) = outcomes[first], cases[first], refs[first]
     if o.output.shape != ref_out.shape:
-        return _finish(False, "wrong_shape", f"Not yet. On the case '{case.name}' the output "
+        return _not_yet("wrong_shape", f"On the case '{case.name}' the output "
                        f"has shape {tuple(o.output.shape)}; it should be (B, H, L_q, d_v) = "
                        f"{tuple(ref_out.shape)}.", verbose)  # fmt: skip
     if _close(o.output, ref_out):
@@ -3510,10 +3396,9 @@ def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
                        f"you return are not the softmax weights (case '{case.name}').",
                        verbose)  # fmt: skip
     diff = (o.output - ref_out).abs().nan_to_num(nan=float("inf")).max().item()
-    return _finish(
-        False,
+    return _not_yet(
         "unknown",
-        f"Not yet. On the case '{case.name}' your output differs from the reference by up to "
+        f"On the case '{case.name}' your output differs from the reference by up to "
         f"{diff:.3g} and matches none of the classic mistakes. Compare your code with "
         f"softmax(Q Kᵀ / √d_k) V, where Kᵀ is key.transpose(-2, -1), line by line.",
         verbose,
@@ -3576,21 +3461,15 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
             recorder.modes.clear()
             with torch.random.fork_rng(devices=[]), torch.enable_grad():
                 torch.manual_seed(seed)
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        got = fn(model, x.clone())
-                except NotImplementedError:
-                    return _not_written(name, verbose)
-                except Exception as err:  # noqa: BLE001 - reported in words
-                    return _finish(False, "error", f"Not yet. Your function raised "
-                                   f"{type(err).__name__}: {err}", verbose)  # fmt: skip
+                got, err = _call(fn, model, x.clone(), quiet=True)
+                if err is not None:
+                    return _call_failed(name, err, f"Your function raised {_raised(err)}", verbose)
             if isinstance(got, tuple | list) and len(got) == 2:
                 out, w = got
             else:
                 out, w = got, None
             if not isinstance(out, torch.Tensor) or not isinstance(w, torch.Tensor | None):
-                return _finish(False, "bad_return", f"Not yet. {name} returned "
+                return _not_yet("bad_return", f"{name} returned "
                                f"{type(got).__name__}; return the output tensor, or the pair "
                                f"(output, weights).", verbose)  # fmt: skip
             results.append((start_training, list(recorder.modes), out, w, model.training,
@@ -3600,7 +3479,7 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
 
     for _, _, _, _, _, dropout in results:
         if dropout != 0.5:
-            return _finish(False, "model_changed", f"Not yet. Your function changed the "
+            return _not_yet("model_changed", f"Your function changed the "
                            f"module's dropout probability (now {dropout}). Leave the model as "
                            f"it is and switch dropout off with `model.eval()`; `model.train()` "
                            f"switches it back on.", verbose)  # fmt: skip
@@ -3620,10 +3499,9 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
                     f"{sums.max().item():.4f}, not 1: dropout zeroed some weights and scaled "
                     f"the others by 1/(1 − p) = 2."
                 )
-            return _finish(
-                False,
+            return _not_yet(
                 "dropout_on",
-                f"Not yet. The model ran in training mode, so dropout was on: {how.lower()}."
+                f"The model ran in training mode, so dropout was on: {how.lower()}."
                 f"{rows} An evaluation must be deterministic: call `model.eval()` before the "
                 f"forward pass (dropout then does nothing and every row sums to 1).",
                 verbose,
@@ -3632,7 +3510,7 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
         if out.shape != ref_out.shape or not _close(out.detach(), ref_out) or (
             w is not None and not _close(w.detach(), ref_w)
         ):
-            return _finish(False, "wrong_output", "Not yet. Dropout is off, but the result "
+            return _not_yet("wrong_output", "Dropout is off, but the result "
                            "is not what the model computes for x: return `model(x)` (or "
                            "`model(x, return_attn=True)`), unchanged.", verbose)  # fmt: skip
     if any(out.requires_grad for _, _, out, _, _, _ in results):
@@ -3663,22 +3541,16 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
             "model.training` at the start, `model.train(was_training)` at the end.",
             verbose,
         )
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} evaluates with dropout off (the same output on every call, rows "
+    return _passed(
+        f"{name} evaluates with dropout off (the same output on every call, rows "
         f"summing to 1), records no gradients, and leaves the model in the mode it found it "
         f"in, training or eval.",
         verbose,
     )
 
 
-__all__ += ["check_attention_4d", "check_evaluation", "check_stable_softmax"]
-
-
 # --- notebook 04: the shapes of one setting, multiply-adds per step, the crossover length ---
 
-from .experiments import crossover_length
 
 # The setting of notebook 04's first exercise: x (B, L_q, d_model), context (B, L_k, d_model).
 STEP_SHAPES_SETTING = {"B": 3, "L_q": 5, "L_k": 7, "d_model": 32, "d_k": 16, "d_v": 4}
@@ -3709,22 +3581,23 @@ def check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
     s = STEP_SHAPES_SETTING
     sizes = (s["B"], s["L_q"], s["L_k"], s["d_model"], s["d_k"], s["d_v"])
     B, L_q, L_k, _, d_k, d_v = sizes
-    try:
-        got = fn()
-    except NotImplementedError:
-        return _not_written(name, verbose)
-    except Exception as err:  # noqa: BLE001 - reported in words
-        return _finish(False, "error", f"Not yet. Your function raised {type(err).__name__}: "
-                       f"{err}. Fix that line and run the check again.", verbose)  # fmt: skip
+    got, err = _call(fn)
+    if err is not None:
+        return _call_failed(
+            name,
+            err,
+            f"Your function raised {_raised(err)}. Fix that line and run the check again.",
+            verbose,
+        )
     if not isinstance(got, dict):
-        return _finish(False, "bad_return", f"Not yet. {name} returned {type(got).__name__}; "
+        return _not_yet("bad_return", f"{name} returned {type(got).__name__}; "
                        f"return a dict such as {{'Kᵀ': (…), 'scores': (…), 'weights': (…), "
                        f"'output': (…)}}.", verbose)  # fmt: skip
     if "K_T" in got and "Kᵀ" not in got:
         got = {**got, "Kᵀ": got["K_T"]}
     missing = [n for n in _STEP_SHAPE_NAMES if n not in got]
     if missing:
-        return _finish(False, "missing", f"Not yet. The dict has no entry for "
+        return _not_yet("missing", f"The dict has no entry for "
                        f"{', '.join(missing)}; give all four: {', '.join(_STEP_SHAPE_NAMES)} "
                        f"(\"K_T\" is accepted for Kᵀ).", verbose)  # fmt: skip
     want = {step.step: step.shape for step in shape_trace((B, L_q, d_k), (B, L_k, d_k),
@@ -3732,7 +3605,7 @@ def check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for entry in _STEP_SHAPE_NAMES:
         shape = _as_shape_tuple(got[entry])
         if shape is None:
-            return _finish(False, "bad_return", f"Not yet. {entry} is {got[entry]!r}; give "
+            return _not_yet("bad_return", f"{entry} is {got[entry]!r}; give "
                            f"each shape as a tuple of ints, e.g. (3, 5, 7).", verbose)  # fmt: skip
         if shape == want[entry]:
             continue
@@ -3754,12 +3627,10 @@ def check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
                 code, why = "wrong_shape", "Kᵀ is K (B, L_k, d_k) with its last two dims swapped."
         else:
             code, why = _shape_hint(entry, shape, sizes)
-        return _finish(False, code, f"Not yet. For {_sizes_text(sizes)} you gave {entry} = "
+        return _not_yet(code, f"For {_sizes_text(sizes)} you gave {entry} = "
                        f"{shape}, but it is {want[entry]}. {why}".rstrip(), verbose)  # fmt: skip
-    return _finish(
-        True,
-        None,
-        f"Passed. Kᵀ {want['Kᵀ']}, scores and weights {want['scores']}, output "
+    return _passed(
+        f"Kᵀ {want['Kᵀ']}, scores and weights {want['scores']}, output "
         f"{want['output']}: d_model = 32 appears in none of them (the projections remove it), "
         f"and d_k = 16 disappears in Q Kᵀ, summed over.",
         verbose,
@@ -3848,39 +3719,37 @@ def check_step_macs(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """
     name = _name_of(fn)
     for sizes in _MAC_CASES:
-        try:
-            got = fn(*sizes)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(False, "error", f"Not yet. For {_sizes_text(sizes)} your function "
-                           f"raised {type(err).__name__}: {err}.", verbose)  # fmt: skip
+        got, err = _call(fn, *sizes)
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"For {_sizes_text(sizes)} your function raised {_raised(err)}.",
+                verbose,
+            )
         if not isinstance(got, dict):
-            return _finish(False, "bad_return", f"Not yet. {name} returned "
+            return _not_yet("bad_return", f"{name} returned "
                            f"{type(got).__name__}; return a dict with the keys "
                            f"{', '.join(_MAC_NAMES)}.", verbose)  # fmt: skip
         missing = [n for n in _MAC_NAMES if n not in got]
         if missing:
-            return _finish(False, "missing", f"Not yet. The dict has no entry for "
+            return _not_yet("missing", f"The dict has no entry for "
                            f"{', '.join(missing)}; give all five: {', '.join(_MAC_NAMES)}.",
                            verbose)  # fmt: skip
         want = step_macs(*sizes)
         for entry in _MAC_NAMES:
             value = got[entry]
-            if isinstance(value, torch.Tensor) and value.numel() == 1:
-                value = value.item()
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                return _finish(False, "bad_return", f"Not yet. {entry} is {value!r}; give "
+            value, is_number = _number(value)
+            if not is_number:
+                return _not_yet("bad_return", f"{entry} is {value!r}; give "
                                f"each count as a number.", verbose)  # fmt: skip
             if value != want[entry]:
                 code, why = _mac_hint(entry, int(value), sizes)
-                return _finish(False, code, f"Not yet. For {_sizes_text(sizes)} you counted "
+                return _not_yet(code, f"For {_sizes_text(sizes)} you counted "
                                f"{value:,} multiply-adds for {entry}, but it takes "
                                f"{want[entry]:,}. {why}", verbose)  # fmt: skip
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} counts every product for {len(_MAC_CASES)} settings. The two "
+    return _passed(
+        f"{name} counts every product for {len(_MAC_CASES)} settings. The two "
         f"products that grow with L_q·L_k are Q Kᵀ and weights V; the three projections grow "
         f"with L_q or L_k alone.",
         verbose,
@@ -3929,17 +3798,14 @@ def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult
     name = _name_of(fn)
     for d_model, d_k, d_v in _CROSSOVER_CASES:
         args = f"d_model={d_model}, d_k={d_k}, d_v={d_v}"
-        try:
-            got = fn(d_model, d_k, d_v)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(False, "error", f"Not yet. For {args} your function raised "
-                           f"{type(err).__name__}: {err}.", verbose)  # fmt: skip
-        if isinstance(got, torch.Tensor) and got.numel() == 1:
-            got = got.item()
-        if isinstance(got, bool) or not isinstance(got, int | float):
-            return _finish(False, "bad_return", f"Not yet. {name} returned {got!r}; return "
+        got, err = _call(fn, d_model, d_k, d_v)
+        if err is not None:
+            return _call_failed(
+                name, err, f"For {args} your function raised {_raised(err)}.", verbose
+            )
+        got, is_number = _number(got)
+        if not is_number:
+            return _not_yet("bad_return", f"{name} returned {got!r}; return "
                            f"the length L as a number.", verbose)  # fmt: skip
         want = crossover_length(d_model, d_k, d_v)
         if math.isclose(got, want, rel_tol=1e-9):
@@ -3955,32 +3821,20 @@ def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult
             ((c, w) for value, c, w in known if math.isclose(got, value, rel_tol=1e-9)),
             ("wrong_value", ""),
         )
-        return _finish(
-            False,
+        return _not_yet(
             code,
-            f"Not yet. For {args} you gave L = {got:g}; the balance point is L = {want:g}. "
+            f"For {args} you gave L = {got:g}; the balance point is L = {want:g}. "
             f"{why} Set L²·(d_k + d_v) = L·d_model·(2 d_k + d_v) and divide by L.".replace(
                 "  ", " "
             ),
             verbose,
         )
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} finds the balance point L = d_model·(2 d_k + d_v)/(d_k + d_v): "
+    return _passed(
+        f"{name} finds the balance point L = d_model·(2 d_k + d_v)/(d_k + d_v): "
         f"96 tokens for d_model = d_k = d_v = 64, i.e. 1.5·d_model when d_k = d_v = d_model. "
         f"Beyond it, attention's L² terms cost more than the projections.",
         verbose,
     )
-
-
-__all__ += [
-    "STEP_SHAPES_SETTING",
-    "check_crossover_length",
-    "check_step_macs",
-    "check_step_shapes",
-    "step_macs",
-]
 
 
 # --- notebook 09: reading the training table; an init that undoes the scale -----------------
@@ -4082,16 +3936,17 @@ def check_stalling_settings(fn: Callable, *, verbose: bool = True) -> CheckResul
     cases = _stall_cases()
     got: list[set[str]] = []
     for description, rows, d_k in cases:
-        try:
-            answer = fn([dict(r) for r in rows], d_k)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(False, "error", f"Not yet. On the table with {description}, your "
-                           f"function raised {type(err).__name__}: {err}", verbose)  # fmt: skip
+        answer, err = _call(fn, [dict(r) for r in rows], d_k)
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"On the table with {description}, your function raised {_raised(err)}",
+                verbose,
+            )
         settings = _as_setting_set(answer)
         if settings is None:
-            return _finish(False, "bad_return", f"Not yet. {name} returned "
+            return _not_yet("bad_return", f"{name} returned "
                            f"{type(answer).__name__} ({answer!r}); return a list of setting "
                            f"names, e.g. ['unscaled'], or [] when none stalls.",
                            verbose)  # fmt: skip
@@ -4107,7 +3962,7 @@ def check_stalling_settings(fn: Callable, *, verbose: bool = True) -> CheckResul
         return 2 * _stalled(r) >= r["n_seeds"]
 
     if got == answers(right):
-        return _finish(True, None, f"Passed. {name} picks the settings whose runs end above "
+        return _passed(f"{name} picks the settings whose runs end above "
                        f"the threshold — never reached it, or reached it and relapsed — in at "
                        f"least half the seeds, for {len(cases)} tables (4 or 16 seeds).",
                        verbose)  # fmt: skip
@@ -4135,15 +3990,15 @@ def check_stalling_settings(fn: Callable, *, verbose: bool = True) -> CheckResul
     ]  # fmt: skip
     for code, rule, why in slips:
         if got == answers(rule):
-            return _finish(False, code, f"Not yet. {why}", verbose)
+            return _not_yet(code, why, verbose)
     if got == answers(right, every_d_k=True):
-        return _finish(False, "all_d_k", "Not yet. You look at every row of the table, "
+        return _not_yet("all_d_k", "You look at every row of the table, "
                        "whatever its d_k; keep only the rows with r['d_k'] == d_k.",
                        verbose)  # fmt: skip
     (description, rows, d_k), want, have = next(
         (c, w, g) for c, w, g in zip(cases, answers(right), got, strict=True) if w != g
     )
-    return _finish(False, "unknown", f"Not yet. On the table with {description} you return "
+    return _not_yet("unknown", f"On the table with {description} you return "
                    f"{sorted(have)}; the settings with at least half their runs stalled "
                    f"(n_never + n_relapsed ≥ n_seeds / 2) at d_k = {d_k} are {sorted(want)}.",
                    verbose)  # fmt: skip
@@ -4198,25 +4053,26 @@ def check_init_like_scaled(fn: Callable, *, verbose: bool = True) -> CheckResult
     got = []
     for w in cases:
         original = w.clone()
-        try:
-            out = fn(w)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(False, "error", f"Not yet. For W_Q of shape {tuple(w.shape)} your "
-                           f"function raised {type(err).__name__}: {err}", verbose)  # fmt: skip
+        out, err = _call(fn, w)
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"For W_Q of shape {tuple(w.shape)} your function raised {_raised(err)}",
+                verbose,
+            )
         if not isinstance(out, torch.Tensor):
-            return _finish(False, "bad_return", f"Not yet. {name} returned "
+            return _not_yet("bad_return", f"{name} returned "
                            f"{type(out).__name__}; return the new weight, a tensor of the "
                            f"same shape as w_q.", verbose)  # fmt: skip
         d_k, d_model = w.shape
         if out.shape != w.shape:
             if out.shape == (d_model, d_k):
-                return _finish(False, "transposed", f"Not yet. For W_Q of shape {(d_k, d_model)} "
+                return _not_yet("transposed", f"For W_Q of shape {(d_k, d_model)} "
                                f"you return shape {tuple(out.shape)}: transposed. nn.Linear "
                                f"stores its weight as (out_features, in_features) = (d_k, "
                                f"d_model); keep that layout.", verbose)  # fmt: skip
-            return _finish(False, "bad_return", f"Not yet. For W_Q of shape {(d_k, d_model)} you "
+            return _not_yet("bad_return", f"For W_Q of shape {(d_k, d_model)} you "
                            f"return shape {tuple(out.shape)}; return a tensor of the same "
                            f"shape.", verbose)  # fmt: skip
         got.append((w, original, out.detach()))
@@ -4237,7 +4093,7 @@ def check_init_like_scaled(fn: Callable, *, verbose: bool = True) -> CheckResult
                            "tensor: `w_q / math.sqrt(d_k)`.", verbose)  # fmt: skip
         # The gap itself is round-off, whose last digits depend on the CPU: not printed.
         agree = "below 1e-5, float32 round-off" if gap < 1e-5 else f"{gap:.3g}"
-        return _finish(True, None, f"Passed. W' = W_Q / √d_k, with d_k = w_q.shape[0] (the "
+        return _passed(f"W' = W_Q / √d_k, with d_k = w_q.shape[0] (the "
                        f"rows of an nn.Linear weight): without the scale, W' gives the scores "
                        f"that W_Q gives with it — largest difference over {len(got)} shapes "
                        f"{agree}.", verbose)  # fmt: skip
@@ -4258,21 +4114,16 @@ def check_init_like_scaled(fn: Callable, *, verbose: bool = True) -> CheckResult
     ]  # fmt: skip
     for code, factor, why in slips:
         if all_match(factor):
-            return _finish(False, code, f"Not yet. {why} (Your W' gives unscaled scores that "
+            return _not_yet(code, f"{why} (Your W' gives unscaled scores that "
                            f"differ from the scaled ones by up to {gap:.3g}.)",
                            verbose)  # fmt: skip
-    return _finish(False, "unknown", f"Not yet. Your W' gives unscaled scores that differ from "
+    return _not_yet("unknown", f"Your W' gives unscaled scores that differ from "
                    f"the scaled scores of W_Q by up to {gap:.3g}. The scores (x Wᵀ)·k are "
                    f"linear in W, so a single factor does it: which one makes them √d_k times "
                    f"smaller?", verbose)  # fmt: skip
 
 
-__all__ += ["check_init_like_scaled", "check_stalling_settings"]
-
-
 # --- notebook 10: one online-softmax step; the bytes of a score matrix ---------------------
-
-from .chunked import chunked_attention, chunked_attention_trace
 
 
 @dataclass(frozen=True)
@@ -4446,15 +4297,17 @@ def check_online_softmax_step(fn: Callable, *, verbose: bool = True) -> CheckRes
     cases = _step_cases()
     got = []
     for case in cases:
-        try:
-            states, problem = _run_steps(fn, case)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(False, "error", f"Not yet. For the case '{case.name}' your function "
-                           f"raised {type(err).__name__}: {err}", verbose)  # fmt: skip
+        run, err = _call(_run_steps, fn, case)
+        if err is not None:
+            return _call_failed(
+                name,
+                err,
+                f"For the case '{case.name}' your function raised {_raised(err)}",
+                verbose,
+            )
+        states, problem = run
         if problem is not None:
-            return _finish(False, "bad_return", f"Not yet. {name} {problem}", verbose)
+            return _not_yet("bad_return", f"{name} {problem}", verbose)
         got.append(states)
     want = [_reference_states(c) for c in cases]
     if all(_same_states(g, w) for g, w in zip(got, want, strict=True)):
@@ -4464,7 +4317,7 @@ def check_online_softmax_step(fn: Callable, *, verbose: bool = True) -> CheckRes
             ref = chunked_attention(case.query, case.key, case.value, case.keep,
                                     block_size=case.block_size)  # fmt: skip
             torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-        return _finish(True, None, f"Passed. {name} gives the same running max, running sum and "
+        return _passed(f"{name} gives the same running max, running sum and "
                        f"accumulator as attn_lib's trace after every block of all "
                        f"{len(cases)} cases, including the row whose first block is all "
                        f"padding (no NaN), and acc / l after the last block is the attention "
@@ -4480,14 +4333,14 @@ def check_online_softmax_step(fn: Callable, *, verbose: bool = True) -> CheckRes
                 seq.append(state)
             variant.append(seq)
         if all(_same_states(g, v) for g, v in zip(got, variant, strict=True)):
-            return _finish(False, slip, f"Not yet. {why}", verbose)
+            return _not_yet(slip, why, verbose)
     for case, g, w in zip(cases, got, want, strict=True):
         for j, (sg, sw) in enumerate(zip(g, w, strict=True)):
             for label, x, y in zip(("m", "l", "acc"), sg, sw, strict=True):
                 if not torch.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True):
                     mine = ", ".join(f"{t:.4f}" for t in x.flatten().tolist())
                     right = ", ".join(f"{t:.4f}" for t in y.flatten().tolist())
-                    return _finish(False, "unknown", f"Not yet. In the case '{case.name}', "
+                    return _not_yet("unknown", f"In the case '{case.name}', "
                                    f"after block {j} your {label} is [{mine}] but it should "
                                    f"be [{right}]. Recall: m_new = "
                                    f"max(m, block max); r = exp(m - m_new); p = exp(scores - "
@@ -4534,17 +4387,14 @@ def check_score_matrix_bytes(fn: Callable, *, verbose: bool = True) -> CheckResu
     name = _name_of(fn)
     for B, L, dtype in _SCORE_BYTES_CASES:
         args = f"B={B}, L={L}, dtype={dtype}"
-        try:
-            got = fn(B, L, dtype)
-        except NotImplementedError:
-            return _not_written(name, verbose)
-        except Exception as err:  # noqa: BLE001 - reported in words
-            return _finish(False, "error", f"Not yet. For {args} your function raised "
-                           f"{type(err).__name__}: {err}", verbose)  # fmt: skip
-        if isinstance(got, torch.Tensor) and got.numel() == 1:
-            got = got.item()
-        if isinstance(got, bool) or not isinstance(got, int | float):
-            return _finish(False, "bad_return", f"Not yet. {name} returned {got!r}; return the "
+        got, err = _call(fn, B, L, dtype)
+        if err is not None:
+            return _call_failed(
+                name, err, f"For {args} your function raised {_raised(err)}", verbose
+            )
+        got, is_number = _number(got)
+        if not is_number:
+            return _not_yet("bad_return", f"{name} returned {got!r}; return the "
                            f"number of bytes.", verbose)  # fmt: skip
         want = score_matrix_bytes(B, L, dtype)
         if math.isclose(got, want, rel_tol=1e-12):
@@ -4566,16 +4416,11 @@ def check_score_matrix_bytes(fn: Callable, *, verbose: bool = True) -> CheckResu
         ]  # fmt: skip
         matches = [(c, w) for value, c, w in known if math.isclose(got, value, rel_tol=1e-9)]
         code, why = matches[0] if matches else ("wrong_value", "")
-        return _finish(False, code, f"Not yet. For {args} you gave {got:,}; it is {want:,} "
+        return _not_yet(code, f"For {args} you gave {got:,}; it is {want:,} "
                        f"bytes. {why}".rstrip(), verbose)  # fmt: skip
-    return _finish(
-        True,
-        None,
-        f"Passed. {name} gives B·L²·itemsize for all {len(_SCORE_BYTES_CASES)} cases: at B = 8, "
+    return _passed(
+        f"{name} gives B·L²·itemsize for all {len(_SCORE_BYTES_CASES)} cases: at B = 8, "
         f"L = 4096 a float32 score matrix takes 536,870,912 bytes = 512 MiB — and the weights "
         f"of the same shape as much again.",
         verbose,
     )
-
-
-__all__ += ["check_online_softmax_step", "check_score_matrix_bytes", "score_matrix_bytes"]

@@ -14,54 +14,135 @@ Shape legend: L_q query length, L_k key length.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import math
+import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import matplotlib as _mpl
+import matplotlib.cm as _mpl_cm
+import matplotlib.colors as _mpl_colors
+import matplotlib.legend_handler as _mpl_legend_handler
+import matplotlib.lines as _mpl_lines
 import matplotlib.pyplot as plt
 import numpy as np
 import PIL.Image
 import torch
+from matplotlib import colormaps
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colorbar import Colorbar
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
+
+from .experiments import (
+    COST_LENGTHS,
+    MEMORY_METHOD_LABELS,
+    MEMORY_METHODS,
+    WALK_L,
+    WALK_PADDING,
+    AttentionTimings,
+    MemorySetting,
+    MemoryTable,
+    OnlineSoftmaxWalk,
+    PairCounts,
+    PathLengths,
+    format_bytes,
+)
 
 __all__ = [
     "ATTENTION_CMAP",
     "BIAS_LABELS",
+    "COST_COLORS",
+    "DROPPED_EDGE",
+    "JACOBIAN_CMAP",
+    "JACOBIAN_LIMIT",
     "MASKED_COLOR",
     "MASKED_MARK",
+    "NAN_COLOR",
+    "NAN_EDGE",
+    "NAN_FACE",
+    "SCALING_STYLES",
+    "TRAINING_STYLES",
+    "VECTOR_CMAP",
     "BlitRenderer",
+    "ChunkedAttentionView",
+    "ConventionView",
+    "DropoutView",
     "HeatmapArtists",
+    "MaskPanel",
+    "MaskSettingView",
+    "OverflowWeightsPanel",
+    "PanelCacheRenderer",
+    "RetrievalView",
+    "RunOverviewView",
+    "SaturationView",
     "ShapeDiagramLimits",
     "ShapeWalkthroughView",
+    "SoftmaxBarsView",
+    "SoftmaxOverflowView",
     "TokenQKVView",
     "WeightsRowSumsView",
     "add_mask_legend",
+    "add_mask_nan_legend",
     "draw_attention_heatmap",
+    "draw_keep_mask",
+    "draw_loss_band",
+    "draw_saturation_curves",
     "figure_to_png",
     "freeze_layout",
     "new_figure",
+    "overflow_title",
     "plot_attention",
     "plot_attention_cost",
     "plot_attention_gallery",
+    "plot_attention_timings",
     "plot_bias_gallery",
+    "plot_chunked_setting",
+    "plot_convention_gallery",
+    "plot_convention_setting",
+    "plot_dropout_gallery",
+    "plot_dropout_setting",
+    "plot_gradient_quantiles",
+    "plot_keep_masks",
+    "plot_learned_weights",
+    "plot_loss_bands",
+    "plot_loss_grid",
+    "plot_mask_gallery",
+    "plot_mask_setting",
+    "plot_memory_vs_length",
+    "plot_path_lengths_and_pairs",
+    "plot_retrieval",
+    "plot_retrieval_gallery",
+    "plot_retrieval_task",
+    "plot_run_overview",
+    "plot_saturation_curves",
+    "plot_saturation_rows",
+    "plot_saturation_view",
+    "plot_seed_curves",
     "plot_shape_gallery",
     "plot_shape_walkthrough",
+    "plot_softmax_bars_gallery",
+    "plot_softmax_overflow",
+    "plot_softmax_overflow_gallery",
     "plot_token_attention_gallery",
     "plot_token_qkv",
+    "plot_training_diagnostics",
     "plot_vectors_2d",
+    "plot_walk_gallery",
     "plot_weights_and_row_sums",
     "token_qkv_limits",
     "update_attention_heatmap",
+    "walk_step_text",
 ]
 
 # The one colormap for attention weights in the whole series: sequential, perceptually
@@ -75,8 +156,22 @@ _TEXT_DARK_BELOW = 0.6
 _CBAR_TICKS = [0.0, 0.25, 0.5, 0.75, 1.0]  # viridis is dark below ~0.6: write white numbers there
 
 
+def _weights_colorbar(
+    fig: Figure, mappable: object, ax: object, *, fraction: float = 0.02, pad: float = 0.02
+) -> Colorbar:
+    """The series' colorbar of attention weights (0 to 1) beside ``ax`` (one or several axes)."""
+    cbar = fig.colorbar(mappable, ax=ax, fraction=fraction, pad=pad)
+    cbar.set_label("attention weight (0 to 1)")
+    cbar.set_ticks(_CBAR_TICKS)
+    return cbar
+
+
+def _to_numpy(t: torch.Tensor | np.ndarray) -> np.ndarray:
+    return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+
+
 def _as_numpy_2d(t: torch.Tensor | np.ndarray, name: str) -> np.ndarray:
-    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+    a = _to_numpy(t)
     if a.ndim != 2:
         raise ValueError(
             f"{name} must be 2-D (L_q, L_k), got shape {a.shape}; pick one batch element, "
@@ -211,9 +306,7 @@ def draw_attention_heatmap(
     ]
     cbar = None
     if colorbar:
-        cbar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-        cbar.set_label("attention weight (0 to 1)")
-        cbar.set_ticks(_CBAR_TICKS)
+        cbar = _weights_colorbar(ax.figure, image, ax, fraction=0.046, pad=0.04)
     if mask_legend is None:
         mask_legend = not bool(k.all())
     legend = add_mask_legend(ax.figure) if mask_legend else None
@@ -359,9 +452,7 @@ def plot_attention_gallery(
         )
         if ax is not axes[0][0]:
             ax.set_ylabel("")
-    cbar = fig.colorbar(drawn[0].image, ax=list(axes[0]), fraction=0.02, pad=0.02)
-    cbar.set_label("attention weight (0 to 1)")
-    cbar.set_ticks(_CBAR_TICKS)
+    _weights_colorbar(fig, drawn[0].image, list(axes[0]))
     if any(keep is not None and not bool(torch.as_tensor(keep).all()) for _, keep, _ in panels):
         add_mask_legend(fig)
     if suptitle:
@@ -377,6 +468,38 @@ class _SettingLike(Protocol):
 
     @property
     def title(self) -> str: ...
+
+
+def _row_sums_axis(
+    ax: Axes,
+    L: int,
+    *,
+    xmax: float,
+    xticks: Sequence[float],
+    text_x: float,
+    text_color: str,
+    bar_color: str = "0.55",
+) -> tuple[BarContainer, Line2D, list[Text]]:
+    """A horizontal bar per query row (empty), a dashed line at 1 and an empty number per row.
+
+    Returns:
+        (bars, the line at 1, the row texts), for a view to update.
+    """
+    positions = np.arange(L)
+    bars = ax.barh(positions, np.zeros(L), color=bar_color, height=0.6)
+    one_line = ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.set_xlim(0.0, xmax)
+    ax.set_xticks(xticks)
+    ax.set_ylim(L - 0.5, -0.5)  # row 0 at the top, as in the heatmap
+    ax.set_yticks(positions, [str(i) for i in positions])
+    ax.set_ylabel("query position i")
+    ax.set_xlabel("sum of row i's weights (--- = 1)")
+    ax.set_title("row sums")
+    texts = [
+        ax.text(text_x, i, "", ha="left", va="center", color=text_color, fontsize=10)
+        for i in positions
+    ]
+    return bars, one_line, texts
 
 
 class WeightsRowSumsView:
@@ -403,20 +526,9 @@ class WeightsRowSumsView:
         self.heatmap = draw_attention_heatmap(
             ax_w, np.zeros((L, L)), None, title="attention weights", mask_legend=mask_legend
         )
-        positions = np.arange(L)
-        self.bars: BarContainer = ax_s.barh(positions, np.zeros(L), color="0.55", height=0.6)
-        self.one_line = ax_s.axvline(1.0, color="black", linestyle="--", linewidth=1)
-        ax_s.set_xlim(0.0, 1.25)
-        ax_s.set_xticks([0.0, 0.5, 1.0])
-        ax_s.set_ylim(L - 0.5, -0.5)  # row 0 at the top, as in the heatmap
-        ax_s.set_yticks(positions, [str(i) for i in positions])
-        ax_s.set_ylabel("query position i")
-        ax_s.set_xlabel("sum of row i's weights (--- = 1)")
-        ax_s.set_title("row sums")
-        self.sum_texts = [
-            ax_s.text(0.02, i, "", ha="left", va="center", color="white", fontsize=10)
-            for i in positions
-        ]
+        self.bars, self.one_line, self.sum_texts = _row_sums_axis(
+            ax_s, L, xmax=1.25, xticks=[0.0, 0.5, 1.0], text_x=0.02, text_color="white"
+        )
         self.ax_sums = ax_s
         self.suptitle = fig.suptitle("")
 
@@ -526,14 +638,19 @@ class BlitRenderer:
             artist.set_animated(True)
         self._backgrounds: dict[object, object] = {}
 
-    def render(self, background_key: object = None) -> bytes:
-        """PNG bytes of the figure as it is now; ``background_key`` names its static part."""
+    def _paste_background(self, background_key: object) -> FigureCanvasAgg:
+        """Paste the cached static part under ``background_key`` (drawn on first use)."""
         canvas = self.fig.canvas
         if background_key in self._backgrounds:
             canvas.restore_region(self._backgrounds[background_key])
         else:
             canvas.draw()  # animated (dynamic) artists are skipped
             self._backgrounds[background_key] = canvas.copy_from_bbox(self.fig.bbox)
+        return canvas
+
+    def render(self, background_key: object = None) -> bytes:
+        """PNG bytes of the figure as it is now; ``background_key`` names its static part."""
+        canvas = self._paste_background(background_key)
         for artist in self.dynamic:
             self.fig.draw_artist(artist)
         return _encode_png(canvas)
@@ -594,10 +711,6 @@ _OWN_TOKEN_COLOR = "0.2"  # the token's own key in the scores and weights panels
 _GHOST = {"fill": False, "edgecolor": "black", "linestyle": "--", "linewidth": 1.0}
 
 
-def _vector(t: torch.Tensor | np.ndarray) -> np.ndarray:
-    return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-
-
 def token_qkv_limits(results: Sequence[_TokenLike]) -> dict[str, tuple[float, float]]:
     """Shared y limits per field over several results, so that bars compare across settings.
 
@@ -617,7 +730,7 @@ def token_qkv_limits(results: Sequence[_TokenLike]) -> dict[str, tuple[float, fl
         raise ValueError("give at least one result to compute limits from.")
     limits = {}
     for field, *_ in _TOKEN_PANELS:
-        top = max(float(np.abs(_vector(getattr(r, field))).max()) for r in results)
+        top = max(float(np.abs(_to_numpy(getattr(r, field))).max()) for r in results)
         top = 1.1 * top if top > 0 else 1.0
         limits[field] = (0.0, top) if field == "weights" else (-top, top)
     return limits
@@ -717,7 +830,7 @@ class TokenQKVView:
             self._set_limits(token_qkv_limits([result, reference]))
         i = result.index
         for field in self.axes:
-            values, ghost = _vector(getattr(result, field)), _vector(getattr(reference, field))
+            values, ghost = _to_numpy(getattr(result, field)), _to_numpy(getattr(reference, field))
             for j, (bar, outline) in enumerate(
                 zip(self.bars[field].patches, self.ghosts[field].patches, strict=True)
             ):
@@ -725,13 +838,13 @@ class TokenQKVView:
                 outline.set_height(float(ghost[j]))
                 if field in ("scores", "weights"):
                     bar.set_facecolor(_OWN_TOKEN_COLOR if j == i else _OTHER_TOKEN_COLOR)
-        weights, plain = _vector(result.weights), _vector(reference.weights)
+        weights, plain = _to_numpy(result.weights), _to_numpy(reference.weights)
         pad = 0.01 * self.limits["weights"][1]
         for j, text in enumerate(self.weight_texts):
             text.set_text(f"{weights[j]:.2f}")
             text.set_y(max(float(weights[j]), float(plain[j])) + pad)
         dw = float(np.abs(weights - plain).max())
-        dout = float(np.abs(_vector(result.output) - _vector(reference.output)).max())
+        dout = float(np.abs(_to_numpy(result.output) - _to_numpy(reference.output)).max())
         head = f"Token '{self.tokens[i]}' (position {i}), {BIAS_LABELS[result.bias]}"
         if result.bias == "none":
             self.suptitle.set_text(f"{head}: the filled bars fill the outlines exactly")
@@ -810,7 +923,7 @@ def plot_bias_gallery(
     for col, result in enumerate(results):
         for row, field in enumerate(("weights", "output")):
             ax = axes[row][col]
-            values, ghost = _vector(getattr(result, field)), _vector(getattr(reference, field))
+            values, ghost = _to_numpy(getattr(result, field)), _to_numpy(getattr(reference, field))
             positions = np.arange(len(values))
             if field == "weights":
                 colors = [_OTHER_TOKEN_COLOR] * len(values)
@@ -886,9 +999,7 @@ def plot_token_attention_gallery(
         for row in drawn[-1].texts:
             for text in row:
                 text.set_fontsize(8)
-    cbar = fig.colorbar(drawn[0].image, ax=list(axes[0]), fraction=0.03, pad=0.02)
-    cbar.set_label("attention weight (0 to 1)")
-    cbar.set_ticks(_CBAR_TICKS)
+    _weights_colorbar(fig, drawn[0].image, list(axes[0]), fraction=0.03)
     if suptitle:
         fig.suptitle(suptitle)
     return fig
@@ -917,7 +1028,7 @@ def plot_vectors_2d(
 
     Source: a picture for article section 2.1 (scoring x against x).
     """
-    a = _vector(x)
+    a = _to_numpy(x)
     if a.ndim != 2 or a.shape[1] != 2:
         raise ValueError(f"x must be (L, 2), got shape {a.shape}.")
     labels = _labels(labels, a.shape[0])
@@ -949,9 +1060,6 @@ def plot_vectors_2d(
 # Notebooks 00 and 01: softmax bars, the library retrieval, path lengths and pair counts
 # ---------------------------------------------------------------------------
 
-from matplotlib import colormaps
-
-from .experiments import PairCounts, PathLengths
 
 _WEIGHT_COLORS = colormaps[ATTENTION_CMAP]  # bars of attention weights share the heatmaps' colours
 _INSIDE_BAR_ABOVE = 0.45  # a weight bar longer than this carries its number inside
@@ -1305,23 +1413,10 @@ def plot_path_lengths_and_pairs(
     return fig
 
 
-__all__ += [
-    "RetrievalView",
-    "SoftmaxBarsView",
-    "plot_path_lengths_and_pairs",
-    "plot_retrieval",
-    "plot_retrieval_gallery",
-    "plot_softmax_bars_gallery",
-]
-
-
 # ---------------------------------------------------------------------------
 # Notebook 03: scaling and softmax saturation (article section 2.2)
 # ---------------------------------------------------------------------------
 
-from collections.abc import Mapping  # kept with the section that uses it
-
-from matplotlib.ticker import LogLocator, NullLocator
 
 # One style per scaling of the scores, the same in every figure of notebook 03: Okabe-Ito
 # colours (readable by most colour-blind readers), told apart by marker and line style too.
@@ -1380,13 +1475,6 @@ class _RowLike(Protocol):
     entropy: float
     jacobian_norm: float
     grad_norm: float
-
-
-def _row_array(t: torch.Tensor, name: str, n: int) -> np.ndarray:
-    a = t.detach().cpu().numpy()
-    if a.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {a.shape}.")
-    return a
 
 
 def _check_stat(stat: str) -> None:
@@ -1796,8 +1884,8 @@ class SaturationView:
         Raises:
             ValueError: a row of another length, a missing scaling or d_k.
         """
-        scores = _row_array(row.scores, "scores", self.L)
-        weights = _row_array(row.weights, "weights", self.L)
+        scores = _as_numpy_1d(row.scores, "scores", self.L)
+        weights = _as_numpy_1d(row.weights, "weights", self.L)
         missing = [s for s in SCALING_STYLES if s not in curves]
         if missing:
             raise ValueError(f"curves lacks the scaling(s) {missing}.")
@@ -1867,19 +1955,6 @@ def plot_saturation_view(
     view = SaturationView(fig, len(row.weights), threshold=first.threshold)
     view.update(row, curves)
     return fig
-
-
-__all__ += [
-    "JACOBIAN_CMAP",
-    "JACOBIAN_LIMIT",
-    "SCALING_STYLES",
-    "SaturationView",
-    "draw_saturation_curves",
-    "plot_gradient_quantiles",
-    "plot_saturation_curves",
-    "plot_saturation_rows",
-    "plot_saturation_view",
-]
 
 
 # ---------------------------------------------------------------------------
@@ -2014,12 +2089,7 @@ class ConventionView:
             self.messages[name] = ax.text(
                 (L - 1) / 2, (L - 1) / 2, "", ha="center", va="center", fontsize=9
             )
-        cbar = fig.colorbar(
-            self.heatmaps["attn_lib"].image, ax=list(axes[1:]), fraction=0.02, pad=0.02
-        )
-        cbar.set_label("attention weight (0 to 1)")
-        cbar.set_ticks(_CBAR_TICKS)
-        self.colorbar = cbar
+        self.colorbar = _weights_colorbar(fig, self.heatmaps["attn_lib"].image, list(axes[1:]))
         handles = [
             Patch(facecolor=MASKED_COLOR, edgecolor="0.4", label=_MASK_LEGEND),
             Patch(facecolor=NAN_FACE, edgecolor=NAN_EDGE, hatch="//", label=_NAN_LEGEND),
@@ -2142,7 +2212,7 @@ class ConventionView:
         self.suptitle.set_text(result.title)
 
 
-class PanelCacheRenderer:
+class PanelCacheRenderer(BlitRenderer):
     """Render a figure to PNG, redrawing only the panels whose content changed.
 
     Like :class:`BlitRenderer`, the static part (axes, ticks, colorbar, legend) is
@@ -2175,26 +2245,20 @@ class PanelCacheRenderer:
         *,
         max_entries: int = 256,
     ) -> None:
-        self.fig = fig
+        super().__init__(fig, always)  # the background cache; ``always`` drawn last
+        self.always = self.dynamic
         self.panels = [list(p) for p in panels]
-        self.always = list(always)
         self._regions_fn = regions
         self._regions: list[object] | None = None
-        for artist in [a for p in self.panels for a in p] + self.always:
+        for artist in [a for p in self.panels for a in p]:
             artist.set_animated(True)
-        self._backgrounds: dict[object, object] = {}
         self._cache: dict[tuple, object] = {}
         self.max_entries = max_entries
         self.redrawn: list[int] = []  # the panels drawn (not pasted) by the last render
 
     def render(self, panel_keys: Sequence[object], background_key: object = None) -> bytes:
         """PNG bytes of the figure as it is now; ``panel_keys`` describe each panel."""
-        canvas = self.fig.canvas
-        if background_key in self._backgrounds:
-            canvas.restore_region(self._backgrounds[background_key])
-        else:
-            canvas.draw()  # animated artists are skipped
-            self._backgrounds[background_key] = canvas.copy_from_bbox(self.fig.bbox)
+        canvas = self._paste_background(background_key)
         if self._regions is None:
             self._regions = list(self._regions_fn())
         fresh = []
@@ -2264,41 +2328,13 @@ def plot_convention_gallery(
     return fig
 
 
-__all__ += [  # notebook 06's public names, added to the list at the top
-    "NAN_EDGE",
-    "NAN_FACE",
-    "ConventionView",
-    "PanelCacheRenderer",
-    "plot_convention_gallery",
-    "plot_convention_setting",
-]
-
-
 # ---------------------------------------------------------------------------
 # Notebook 07: masks (keep-masks drawn, NaN cells marked, the mask dashboard's view)
 # ---------------------------------------------------------------------------
 
-import textwrap  # this section's own imports, kept with it
-
-import matplotlib as _mpl
-import matplotlib.cm as _mpl_cm
-import matplotlib.colors as _mpl_colors
-import matplotlib.legend_handler as _mpl_legend_handler
-import matplotlib.lines as _mpl_lines
 
 NAN_COLOR = (0.84, 0.15, 0.16, 1.0)  # red, not a colour viridis uses: a NaN weight
 _NAN_CELL_TEXT = "NaN"
-
-__all__ += [  # this section's public names, added to the list at the top
-    "NAN_COLOR",
-    "MaskPanel",
-    "MaskSettingView",
-    "add_mask_nan_legend",
-    "draw_keep_mask",
-    "plot_keep_masks",
-    "plot_mask_gallery",
-    "plot_mask_setting",
-]
 
 
 class _MaskSettingLike(Protocol):
@@ -2586,10 +2622,7 @@ class MaskPanel:
 
 def _mask_weights_colorbar(fig: Figure, axes: list[Axes]) -> Colorbar:
     mappable = _mpl_cm.ScalarMappable(norm=_mpl_colors.Normalize(0.0, 1.0), cmap=ATTENTION_CMAP)
-    cbar = fig.colorbar(mappable, ax=axes, fraction=0.02, pad=0.02)
-    cbar.set_label("attention weight (0 to 1)")
-    cbar.set_ticks(_CBAR_TICKS)
-    return cbar
+    return _weights_colorbar(fig, mappable, axes)
 
 
 def _mask_panel_title(head: str, mass: float, nan_rows: int, refused: bool) -> str:
@@ -3282,10 +3315,6 @@ class _CostCurvesLike(Protocol):
     crossover: float
 
 
-def _cost_array(t: torch.Tensor | np.ndarray) -> np.ndarray:
-    return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-
-
 _SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
 
@@ -3324,12 +3353,12 @@ def plot_attention_cost(
 
     Source: Vaswani et al. 2017, Table 1; the cost model of attn_lib.experiments.attention_cost.
     """
-    L = _cost_array(curves.L).astype(float)
-    projections = _cost_array(curves.projection_macs)
+    L = _to_numpy(curves.L).astype(float)
+    projections = _to_numpy(curves.projection_macs)
     fig, (ax_w, ax_m) = plt.subplots(1, 2, figsize=figsize, layout="constrained")
     ax_w.loglog(L, projections, color="tab:brown", linewidth=2,
                 label="projections x W_Q, x W_K, x W_V  (∝ L)")  # fmt: skip
-    ax_w.loglog(L, _cost_array(curves.attention_macs), color="tab:red", linewidth=2,
+    ax_w.loglog(L, _to_numpy(curves.attention_macs), color="tab:red", linewidth=2,
                 label="attention Q Kᵀ and weights V  (∝ L²)")  # fmt: skip
     L_star = float(curves.crossover)
     at_star = float(np.exp(np.interp(np.log(L_star), np.log(L), np.log(projections))))
@@ -3342,10 +3371,10 @@ def plot_attention_cost(
     ax_w.set_title("work: attention overtakes the projections")
     ax_w.legend(fontsize=9, loc="upper left")
     mib = 2.0**20
-    ax_m.loglog(L, _cost_array(curves.score_matrix_bytes) / mib, color="tab:red", linewidth=2,
+    ax_m.loglog(L, _to_numpy(curves.score_matrix_bytes) / mib, color="tab:red", linewidth=2,
                 label="one L × L score matrix  (∝ L²)")  # fmt: skip
     if qkv_bytes is not None:
-        ax_m.loglog(L, _cost_array(qkv_bytes) / mib, color="tab:brown", linewidth=2,
+        ax_m.loglog(L, _to_numpy(qkv_bytes) / mib, color="tab:brown", linewidth=2,
                     label="Q, K and V together  (∝ L)")  # fmt: skip
     ax_m.set_xlabel("sequence length L (tokens)")
     ax_m.set_ylabel("memory (MiB)")
@@ -3390,6 +3419,17 @@ class _DropoutLike(Protocol):
 
     @property
     def title(self) -> str: ...
+
+
+def _dropout_legend(fig: Figure) -> Legend:
+    """The legend under a dropout figure: dropped cells and row sums that are not 1."""
+    return fig.legend(
+        handles=[
+            Patch(fill=False, edgecolor=DROPPED_EDGE, linestyle="--", label=_DROPPED_LEGEND),
+            Patch(facecolor=_SUM_OFF_COLOR, label="row sum ≠ 1"),
+        ],
+        loc="outside lower center", ncols=2, frameon=False, fontsize=9,
+    )  # fmt: skip
 
 
 class DropoutView:
@@ -3443,30 +3483,14 @@ class DropoutView:
             ]
             for i in range(L)
         ]  # fmt: skip
-        positions = np.arange(L)
-        self.bars: BarContainer = ax_s.barh(positions, np.zeros(L), color=_SUM_ONE_COLOR, height=0.6)
-        self.one_line = ax_s.axvline(1.0, color="black", linestyle="--", linewidth=1)
-        ax_s.set_xlim(0.0, _DROPOUT_SUMS_MAX)
-        ax_s.set_xticks([0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
-        ax_s.set_ylim(L - 0.5, -0.5)  # row 0 at the top, as in the heatmap
-        ax_s.set_yticks(positions, [str(i) for i in positions])
-        ax_s.set_ylabel("query position i")
-        ax_s.set_xlabel("sum of row i's weights (--- = 1)")
-        ax_s.set_title("row sums")
-        self.sum_texts = [
-            ax_s.text(0.04, i, "", ha="left", va="center", color="black", fontsize=10)
-            for i in positions
-        ]
+        self.bars, self.one_line, self.sum_texts = _row_sums_axis(
+            ax_s, L, xmax=_DROPOUT_SUMS_MAX, xticks=[0.0, 0.5, 1.0, 1.5, 2.0, 2.5],
+            text_x=0.04, text_color="black", bar_color=_SUM_ONE_COLOR,
+        )  # fmt: skip
         self.ax_sums = ax_s
         self.legend = None
         if legend:
-            self.legend = fig.legend(
-                handles=[
-                    Patch(fill=False, edgecolor=DROPPED_EDGE, linestyle="--", label=_DROPPED_LEGEND),
-                    Patch(facecolor=_SUM_OFF_COLOR, label="row sum ≠ 1"),
-                ],
-                loc="outside lower center", ncols=2, frameon=False, fontsize=9,
-            )  # fmt: skip
+            self.legend = _dropout_legend(fig)
         self.suptitle = fig.suptitle("") if own_figure else None
 
     @property
@@ -3564,16 +3588,8 @@ def plot_dropout_gallery(
         if col:
             axes[0][col].set_ylabel("")
             axes[1][col].set_ylabel("")
-    cbar = fig.colorbar(views[0].heatmap.image, ax=list(axes[0]), fraction=0.02, pad=0.02)
-    cbar.set_label("attention weight (0 to 1)")
-    cbar.set_ticks(_CBAR_TICKS)
-    fig.legend(
-        handles=[
-            Patch(fill=False, edgecolor=DROPPED_EDGE, linestyle="--", label=_DROPPED_LEGEND),
-            Patch(facecolor=_SUM_OFF_COLOR, label="row sum ≠ 1"),
-        ],
-        loc="outside lower center", ncols=2, frameon=False, fontsize=9,
-    )  # fmt: skip
+    _weights_colorbar(fig, views[0].heatmap.image, list(axes[0]))
+    _dropout_legend(fig)
     if suptitle:
         fig.suptitle(suptitle)
     return fig
@@ -3787,26 +3803,10 @@ def plot_softmax_overflow_gallery(
     return fig
 
 
-__all__ += [  # notebook 08's public names, added to the list at the top
-    "DROPPED_EDGE",
-    "DropoutView",
-    "OverflowWeightsPanel",
-    "SoftmaxOverflowView",
-    "overflow_title",
-    "plot_dropout_gallery",
-    "plot_dropout_setting",
-    "plot_softmax_overflow",
-    "plot_softmax_overflow_gallery",
-]
-
-
 # ---------------------------------------------------------------------------
 # Notebook 09: does scaling matter in training? (article section 4.3)
 # ---------------------------------------------------------------------------
 
-from matplotlib.collections import PolyCollection  # this section's own imports, kept with it
-from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter as _PlainFormatter  # LogLocator etc.: above
 
 # One style per training setting, the same in every figure of notebook 09; the colours of
 # "scaled" and "unscaled" are notebook 03's "÷ √d_k" and "none" (Okabe-Ito palette).
@@ -3876,7 +3876,7 @@ def _plain_log_y(ax: Axes) -> None:
     """
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, numticks=10))
-    ax.yaxis.set_major_formatter(_PlainFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
     ax.yaxis.set_minor_locator(NullLocator())
 
 
@@ -3957,7 +3957,7 @@ def plot_retrieval_task(
 
     Source: notebook 09 of this series (the task of attn_lib.training).
     """
-    k, q, v = _vector(keys), _vector(query), _vector(values)
+    k, q, v = _to_numpy(keys), _to_numpy(query), _to_numpy(values)
     if k.ndim != 2 or q.shape != (k.shape[1],) or v.ndim != 2 or v.shape[0] != k.shape[0]:
         raise ValueError(
             f"expected keys (L, d_model), query (d_model,), values (L, d_v); got "
@@ -4370,50 +4370,16 @@ def plot_learned_weights(
                                             annotate=False, mask_legend=False))  # fmt: skip
         ax.set_xlabel("key j")
         ax.set_ylabel("query i (copies key i)" if j == 0 else "")
-    cbar = fig.colorbar(drawn[0].image, ax=list(axes[0]), fraction=0.02, pad=0.02)
-    cbar.set_label("attention weight (0 to 1)")
-    cbar.set_ticks(_CBAR_TICKS)
+    _weights_colorbar(fig, drawn[0].image, list(axes[0]))
     if suptitle:
         fig.suptitle(suptitle)
     return fig
-
-
-__all__ += [  # notebook 09's public names, added to the list at the top
-    "TRAINING_STYLES",
-    "VECTOR_CMAP",
-    "RunOverviewView",
-    "draw_loss_band",
-    "plot_learned_weights",
-    "plot_loss_bands",
-    "plot_loss_grid",
-    "plot_retrieval_task",
-    "plot_run_overview",
-    "plot_seed_curves",
-    "plot_training_diagnostics",
-]
 
 
 # ---------------------------------------------------------------------------
 # Notebook 10: what attention costs — memory and time against L, the chunked walk
 # ---------------------------------------------------------------------------
 
-import math  # this section's own imports, kept with it
-
-from matplotlib.collections import LineCollection
-from matplotlib.ticker import FixedLocator, FuncFormatter  # (NullLocator: imported above)
-
-from .experiments import (
-    COST_LENGTHS,
-    MEMORY_METHOD_LABELS,
-    MEMORY_METHODS,
-    WALK_L,
-    WALK_PADDING,
-    AttentionTimings,
-    MemorySetting,
-    MemoryTable,
-    OnlineSoftmaxWalk,
-    format_bytes,
-)
 
 # One colour per method in every figure of notebook 10 (Okabe-Ito palette).
 COST_COLORS = {
@@ -4453,6 +4419,13 @@ def _length_axis(ax: Axes, lengths: Sequence[int]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([str(n) for n in lengths])
     ax.set_xlabel("sequence length L = L_q = L_k (tokens)")
+
+
+def _slopes_legend(ax: Axes, min_length: int) -> None:
+    """A light grid and the legend of a log-log plot whose labels give fitted slopes."""
+    ax.grid(True, color="0.92")
+    ax.legend(fontsize=9, loc="upper left", title=f"slopes fitted over L ≥ {min_length}",
+              title_fontsize=9)  # fmt: skip
 
 
 def _fmt(x: float) -> str:
@@ -4810,21 +4783,13 @@ def plot_memory_vs_length(
         slope = table.slope(m, min_length)
         ax.plot(L, table.bytes(m).numpy(), color=COST_COLORS[m], marker="o", linewidth=2,
                 label=f"{MEMORY_METHOD_LABELS[m]}   (slope {slope:.1f})")  # fmt: skip
-    ax.set_xscale("log", base=2)
+    _length_axis(ax, [int(n) for n in L])
     ax.set_yscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(L.tolist()))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([str(int(n)) for n in L])
-    ax.set_xlabel("sequence length L = L_q = L_k (tokens)")
     lo = float(min(table.bytes(m).min() for m in MEMORY_METHODS))
     ax.set_ylim(2.0 ** math.floor(math.log2(lo)), _BYTES_LIM[1])
-    ax.yaxis.set_major_locator(FixedLocator([2.0**e for e in range(10, 31, 5)]))
-    ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_major_formatter(FuncFormatter(_bytes_tick))
+    _bytes_axis(ax.yaxis)
     ax.set_ylabel("bytes held at once (log scale)")
-    ax.grid(True, color="0.92")
-    ax.legend(fontsize=9, loc="upper left", title=f"slopes fitted over L ≥ {min_length}",
-              title_fontsize=9)  # fmt: skip
+    _slopes_legend(ax, min_length)
     ax.set_title(title or f"Intermediate memory of attention, float32, d_k = d_v = {table.d_k}, "
                  f"block = {table.block_size}")  # fmt: skip
     return fig
@@ -4866,28 +4831,11 @@ def plot_attention_timings(
     guide = np.array([L for L in timed if L >= min_length] or timed, dtype=float)
     ax.plot(guide, timings.ms[first][anchor] * (guide / anchor) ** 2, color="0.6",
             linestyle=":", linewidth=1.5, label="∝ L² (slope 2), for reference")  # fmt: skip
-    ax.set_xscale("log", base=2)
+    _length_axis(ax, timings.lengths)
     ax.set_yscale("log")
-    ax.xaxis.set_major_locator(FixedLocator([float(L) for L in timings.lengths]))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([str(L) for L in timings.lengths])
-    ax.set_xlabel("sequence length L = L_q = L_k (tokens)")
     ax.set_ylabel("time per call (ms, log scale)")
-    ax.grid(True, color="0.92")
-    ax.legend(fontsize=9, loc="upper left", title=f"slopes fitted over L ≥ {min_length}",
-              title_fontsize=9)  # fmt: skip
+    _slopes_legend(ax, min_length)
     threads = f"{timings.threads} thread" + ("s" if timings.threads > 1 else "")
     ax.set_title(f"Measured time, B = 1, d_k = d_v = {timings.d_k}, float32, CPU, {threads}; "
                  f"median of {timings.repeats}")  # fmt: skip
     return fig
-
-
-__all__ += [  # notebook 10's public names, added to the list at the top
-    "COST_COLORS",
-    "ChunkedAttentionView",
-    "plot_attention_timings",
-    "plot_chunked_setting",
-    "plot_memory_vs_length",
-    "plot_walk_gallery",
-    "walk_step_text",
-]

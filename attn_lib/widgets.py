@@ -21,26 +21,137 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import ipywidgets as widgets
+import torch
 from matplotlib.figure import Figure
 
-from .data import MASK_CHOICES, SettingResult, example_setting
+from .data import (
+    ARTICLE_SEQ_LEN,
+    CONVENTION_MASK_CHOICES,
+    DROPOUT_PLACEMENTS,
+    KEY_FEATURES,
+    MASK_CHOICES,
+    MASK_CONVENTIONS,
+    ConventionResult,
+    DropoutSetting,
+    Library,
+    Sentence,
+    SettingResult,
+    convention_setting,
+    dropout_setting,
+    example_setting,
+    library_books,
+    library_query,
+    qkv_sentence,
+)
+from .experiments import (
+    BIAS_CHOICES,
+    COST_BLOCK_SIZES,
+    COST_D_KS,
+    COST_LENGTHS,
+    MASK_DEMO_L,
+    MASK_DTYPES,
+    OVERFLOW_DTYPES,
+    OVERFLOW_OFFSETS,
+    PADDING_SIDES,
+    SATURATION_D_KS,
+    SCALINGS,
+    SHAPE_MODES,
+    MaskSetting,
+    MemorySetting,
+    OnlineSoftmaxWalk,
+    Retrieval,
+    SaturationCurve,
+    SaturationRow,
+    ShapeWalkthrough,
+    SoftmaxOverflow,
+    TokenQKV,
+    mask_setting,
+    memory_setting,
+    online_softmax_walk,
+    retrieve,
+    saturation_curves,
+    saturation_row,
+    shape_walkthrough,
+    softmax_overflow,
+    token_qkv,
+    walk_block_size,
+)
 from .plotting import (
+    BIAS_LABELS,
     BlitRenderer,
+    ChunkedAttentionView,
+    ConventionView,
+    DropoutView,
+    MaskSettingView,
+    PanelCacheRenderer,
+    RetrievalView,
+    RunOverviewView,
+    SaturationView,
+    ShapeDiagramLimits,
+    ShapeWalkthroughView,
+    SoftmaxBarsView,
+    SoftmaxOverflowView,
+    TokenQKVView,
     WeightsRowSumsView,
     figure_to_png,
     freeze_layout,
     new_figure,
+    token_qkv_limits,
 )
+from .softmax import stable_softmax
+from .training import SETTING_LABELS, RunOverview, ScalingExperiment, run_overview
 
 __all__ = [
+    "RETRIEVAL_TEMPERATURES",
+    "SATURATION_SCALING_LABELS",
+    "SATURATION_TEMPERATURES",
+    "WIDGET_CHECK_TEMPERATURES",
     "ArticleExampleDashboard",
+    "ChunkedAttentionDashboard",
     "Dashboard",
+    "DropoutDashboard",
+    "MaskConventionDashboard",
+    "MaskDashboard",
+    "RetrievalDashboard",
+    "SaturationDashboard",
+    "ShapeDashboard",
+    "SoftmaxOverflowDashboard",
+    "TokenQKVDashboard",
+    "TrainingDashboard",
+    "WidgetCheckDashboard",
     "control_values",
     "measure_update_latency",
+    "retrieval_title",
 ]
+
+
+def _toggle_buttons(
+    options: Any, value: Any, description: str, button_width: str | None = None
+) -> widgets.ToggleButtons:
+    """ToggleButtons with the series' style: the description in full, optional button width."""
+    style = {"description_width": "initial"}
+    if button_width is not None:
+        style["button_width"] = button_width
+    return widgets.ToggleButtons(
+        options=list(options), value=value, description=description, style=style
+    )
+
+
+def _selection_slider(
+    options: Any, value: Any, description: str, width: str = "330px"
+) -> widgets.SelectionSlider:
+    """A SelectionSlider over (label, value) pairs, with the series' style and width."""
+    return widgets.SelectionSlider(
+        options=list(options),
+        value=value,
+        description=description,
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width=width),
+    )
 
 
 class Dashboard:
@@ -87,6 +198,11 @@ class Dashboard:
             if hasattr(control, "continuous_update"):
                 control.continuous_update = False
             control.observe(self._on_change, names="value")
+
+    def _wrap_controls(self) -> None:
+        """Let the row of controls wrap onto several lines, aligned to the left."""
+        self.widget.layout = widgets.Layout(align_items="flex-start")
+        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
 
     @property
     def values(self) -> dict[str, Any]:
@@ -170,22 +286,11 @@ class ArticleExampleDashboard(Dashboard):
     def __init__(
         self, batch: int = 0, mask: str = "none", scaled: bool = True, *, dpi: float = 80
     ) -> None:
-        style = {"description_width": "initial", "button_width": "72px"}
         controls = {
-            "batch": widgets.ToggleButtons(
-                options=[("0", 0), ("1", 1)],
-                value=batch,
-                description="batch element",
-                style=style,
-            ),
-            "mask": widgets.ToggleButtons(
-                options=list(MASK_CHOICES), value=mask, description="mask", style=style
-            ),
-            "scaled": widgets.ToggleButtons(
-                options=[("÷√d_k", True), ("none", False)],
-                value=scaled,
-                description="scaling",
-                style=style,
+            "batch": _toggle_buttons([("0", 0), ("1", 1)], batch, "batch element", "72px"),
+            "mask": _toggle_buttons(MASK_CHOICES, mask, "mask", "72px"),
+            "scaled": _toggle_buttons(
+                [("÷√d_k", True), ("none", False)], scaled, "scaling", "72px"
             ),
         }
         self.result: SettingResult = example_setting(batch, mask, scaled)
@@ -196,8 +301,7 @@ class ArticleExampleDashboard(Dashboard):
         freeze_layout(figure)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def render(self, batch: int, mask: str, scaled: bool) -> None:
@@ -292,12 +396,6 @@ def measure_update_latency(dashboard: Dashboard, changes: int = 20) -> list[floa
 # Notebook 00: the widget check; notebook 01: the library retrieval dashboard
 # ---------------------------------------------------------------------------
 
-import torch
-
-from .data import KEY_FEATURES, Library, library_books, library_query
-from .experiments import Retrieval, retrieve
-from .plotting import RetrievalView, SoftmaxBarsView
-from .softmax import stable_softmax
 
 # Temperatures offered by the sliders (a SelectionSlider: exact, reproducible values).
 WIDGET_CHECK_TEMPERATURES = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -309,13 +407,7 @@ def _temperature_slider(
 ) -> widgets.SelectionSlider:
     if value not in options:
         raise ValueError(f"temperature must be one of {options}, got {value!r}.")
-    return widgets.SelectionSlider(
-        options=[(f"{t:g}", t) for t in options],
-        value=value,
-        description=description,
-        style={"description_width": "initial"},
-        layout=widgets.Layout(width="330px"),
-    )
+    return _selection_slider([(f"{t:g}", t) for t in options], value, description)
 
 
 class WidgetCheckDashboard(Dashboard):
@@ -471,8 +563,7 @@ class RetrievalDashboard(Dashboard):
         freeze_layout(figure)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def compute(self, query: torch.Tensor, temperature: float) -> Retrieval:
@@ -498,22 +589,9 @@ class RetrievalDashboard(Dashboard):
         return self._renderer.render()
 
 
-__all__ += [
-    "RETRIEVAL_TEMPERATURES",
-    "WIDGET_CHECK_TEMPERATURES",
-    "RetrievalDashboard",
-    "WidgetCheckDashboard",
-    "retrieval_title",
-]
-
-
 # ---------------------------------------------------------------------------
 # Notebook 02: one token's query, key and value, with a bias switch
 # ---------------------------------------------------------------------------
-
-from .data import Sentence, qkv_sentence
-from .experiments import BIAS_CHOICES, TokenQKV, token_qkv
-from .plotting import BIAS_LABELS, TokenQKVView, token_qkv_limits
 
 
 class TokenQKVDashboard(Dashboard):
@@ -587,11 +665,8 @@ class TokenQKVDashboard(Dashboard):
                 style=style,
                 layout=widgets.Layout(width="180px"),
             ),
-            "bias": widgets.ToggleButtons(
-                options=[(BIAS_LABELS[b], b) for b in BIAS_CHOICES],
-                value=first.bias,
-                description="bias",
-                style={**style, "button_width": "90px"},
+            "bias": _toggle_buttons(
+                [(BIAS_LABELS[b], b) for b in BIAS_CHOICES], first.bias, "bias", "90px"
             ),
         }
         figure = new_figure(figsize=(10.5, 6.4), dpi=dpi)
@@ -606,8 +681,7 @@ class TokenQKVDashboard(Dashboard):
         freeze_layout(figure)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def _show(self, token: int, bias: str) -> None:
@@ -624,20 +698,9 @@ class TokenQKVDashboard(Dashboard):
         return self._renderer.render()
 
 
-__all__ += ["TokenQKVDashboard"]
-
-
 # ---------------------------------------------------------------------------
 # Notebook 06: one mask in three conventions (article section 3.4)
 # ---------------------------------------------------------------------------
-
-from .data import (
-    CONVENTION_MASK_CHOICES,
-    MASK_CONVENTIONS,
-    ConventionResult,
-    convention_setting,
-)
-from .plotting import ConventionView, PanelCacheRenderer
 
 
 class MaskConventionDashboard(Dashboard):
@@ -689,18 +752,8 @@ class MaskConventionDashboard(Dashboard):
                 style=style,
                 layout=widgets.Layout(width="300px"),
             ),
-            "mask": widgets.ToggleButtons(
-                options=list(CONVENTION_MASK_CHOICES),
-                value=mask,
-                description="mask",
-                style={**style, "button_width": "118px"},
-            ),
-            "sequence": widgets.ToggleButtons(
-                options=[("0", 0), ("1", 1)],
-                value=sequence,
-                description="sequence",
-                style={**style, "button_width": "48px"},
-            ),
+            "mask": _toggle_buttons(CONVENTION_MASK_CHOICES, mask, "mask", "118px"),
+            "sequence": _toggle_buttons([("0", 0), ("1", 1)], sequence, "sequence", "48px"),
         }
         figure = new_figure(figsize=(13.0, 4.3), dpi=dpi)
         self.view = ConventionView(figure, self.result.keep.shape[-1])
@@ -711,8 +764,7 @@ class MaskConventionDashboard(Dashboard):
             figure, self.view.panel_artists, self.view.panel_regions, [self.view.suptitle]
         )
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def render(self, convention: str, mask: str, sequence: int) -> None:
@@ -727,24 +779,10 @@ class MaskConventionDashboard(Dashboard):
         )
 
 
-__all__ += ["MaskConventionDashboard"]
-
-
 # ---------------------------------------------------------------------------
 # Notebook 03: the saturation dashboard (article section 2.2)
 # ---------------------------------------------------------------------------
 
-from functools import lru_cache
-
-from .experiments import (
-    SATURATION_D_KS,
-    SCALINGS,
-    SaturationCurve,
-    SaturationRow,
-    saturation_curves,
-    saturation_row,
-)
-from .plotting import SaturationView
 
 SATURATION_TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
 SATURATION_SCALING_LABELS = {"none": "none", "sqrt": "÷ √d_k", "linear": "÷ d_k"}
@@ -830,19 +868,14 @@ class SaturationDashboard(Dashboard):
         self._n_sequences, self._curve_seed = n_sequences, curve_seed
         self.curves: dict[float, dict[str, SaturationCurve]] = {}
         self._rows: dict[tuple[int, str, float], SaturationRow] = {}
-        style = {"description_width": "initial"}
         controls = {
-            "d_k": widgets.SelectionSlider(
-                options=[(str(d), d) for d in SATURATION_D_KS], value=d_k,
-                description="d_k", style=style, layout=widgets.Layout(width="330px"),
+            "d_k": _selection_slider([(str(d), d) for d in SATURATION_D_KS], d_k, "d_k"),
+            "scaling": _toggle_buttons(
+                [(SATURATION_SCALING_LABELS[s], s) for s in SCALINGS], scaling,
+                "scores divided by", "70px",
             ),
-            "scaling": widgets.ToggleButtons(
-                options=[(SATURATION_SCALING_LABELS[s], s) for s in SCALINGS], value=scaling,
-                description="scores divided by", style={**style, "button_width": "70px"},
-            ),
-            "temperature": widgets.SelectionSlider(
-                options=[(f"{t:g}", t) for t in SATURATION_TEMPERATURES], value=temperature,
-                description="temperature", style=style, layout=widgets.Layout(width="330px"),
+            "temperature": _selection_slider(
+                [(f"{t:g}", t) for t in SATURATION_TEMPERATURES], temperature, "temperature"
             ),
         }  # fmt: skip
         threshold = self.curves_at(temperature)[scaling].threshold
@@ -851,8 +884,7 @@ class SaturationDashboard(Dashboard):
         self._show(d_k, scaling, temperature)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def curves_at(self, temperature: float) -> dict[str, SaturationCurve]:
@@ -885,27 +917,10 @@ class SaturationDashboard(Dashboard):
         return self._renderer.render()
 
 
-__all__ += [
-    "SATURATION_SCALING_LABELS",
-    "SATURATION_TEMPERATURES",
-    "SaturationDashboard",
-]
-
-
 # ---------------------------------------------------------------------------
 # Notebook 07: the mask dashboard (article section 4.1)
 # ---------------------------------------------------------------------------
 
-from .experiments import (  # this section's own imports, kept with it
-    MASK_DEMO_L,
-    MASK_DTYPES,
-    PADDING_SIDES,
-    MaskSetting,
-    mask_setting,
-)
-from .plotting import MaskSettingView
-
-__all__ += ["MaskDashboard"]  # added to the list at the top
 
 _FILL_OPTIONS = (
     ("attn_lib default (dtype-safe, zero rows)", "default"),
@@ -963,7 +978,6 @@ class MaskDashboard(Dashboard):
         dpi: float = 80,
     ) -> None:
         style = {"description_width": "initial"}
-        toggle_style = {"description_width": "initial", "button_width": "64px"}
         sliders = {
             f"length_{b}": widgets.IntSlider(
                 value=n, min=1, max=MASK_DEMO_L, description=f"length of seq {b}", style=style
@@ -972,21 +986,14 @@ class MaskDashboard(Dashboard):
         }
         controls = {
             **sliders,
-            "causal": widgets.ToggleButtons(
-                options=[("off", False), ("on", True)], value=causal,
-                description="causal mask", style=toggle_style,
+            "causal": _toggle_buttons(
+                [("off", False), ("on", True)], causal, "causal mask", "64px"
             ),
-            "padding": widgets.ToggleButtons(
-                options=list(PADDING_SIDES), value=padding, description="padding side",
-                style=toggle_style,
-            ),
+            "padding": _toggle_buttons(PADDING_SIDES, padding, "padding side", "64px"),
             "fill": widgets.Dropdown(
                 options=list(_FILL_OPTIONS), value=fill, description="fill value", style=style
             ),
-            "dtype": widgets.ToggleButtons(
-                options=list(MASK_DTYPES), value=dtype, description="dtype",
-                style={"description_width": "initial", "button_width": "80px"},
-            ),
+            "dtype": _toggle_buttons(MASK_DTYPES, dtype, "dtype", "80px"),
         }  # fmt: skip
         self.result: MaskSetting = mask_setting(
             lengths, causal=causal, padding_side=padding, fill=fill, dtype=dtype
@@ -997,8 +1004,7 @@ class MaskDashboard(Dashboard):
         freeze_layout(figure)  # tick labels never change: one layout pass is enough
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def render(self, **values: object) -> None:
@@ -1021,11 +1027,6 @@ class MaskDashboard(Dashboard):
 # ---------------------------------------------------------------------------
 # Notebook 04: the shape dashboard (article section 2.3)
 # ---------------------------------------------------------------------------
-
-from .experiments import SHAPE_MODES, ShapeWalkthrough, shape_walkthrough
-from .plotting import ShapeDiagramLimits, ShapeWalkthroughView
-
-__all__ += ["ShapeDashboard"]  # added to the list at the top
 
 
 class ShapeDashboard(Dashboard):
@@ -1100,8 +1101,7 @@ class ShapeDashboard(Dashboard):
         self.view.update(self.result)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         controls["mode"].observe(self._on_mode, names="value")
         self._on_mode({"new": mode})
         self.update()
@@ -1131,12 +1131,6 @@ class ShapeDashboard(Dashboard):
 # ---------------------------------------------------------------------------
 # Notebook 08: dropout on the weights; a naive softmax overflowing (article 4.3)
 # ---------------------------------------------------------------------------
-
-from .data import ARTICLE_SEQ_LEN, DROPOUT_PLACEMENTS, DropoutSetting, dropout_setting
-from .experiments import OVERFLOW_DTYPES, OVERFLOW_OFFSETS, SoftmaxOverflow, softmax_overflow
-from .plotting import DropoutView, SoftmaxOverflowView
-
-__all__ += ["DropoutDashboard", "SoftmaxOverflowDashboard"]  # added to the list at the top
 
 
 class DropoutDashboard(Dashboard):
@@ -1179,13 +1173,9 @@ class DropoutDashboard(Dashboard):
                 value=p, min=0.0, max=0.6, step=0.05, readout_format=".2f",
                 description="dropout p", style=style,
             ),
-            "placement": widgets.ToggleButtons(
-                options=list(DROPOUT_PLACEMENTS), value=placement, description="placement",
-                style={"description_width": "initial", "button_width": "110px"},
-            ),
-            "training": widgets.ToggleButtons(
-                options=[("train()", True), ("eval()", False)], value=training,
-                description="mode", style={"description_width": "initial", "button_width": "70px"},
+            "placement": _toggle_buttons(DROPOUT_PLACEMENTS, placement, "placement", "110px"),
+            "training": _toggle_buttons(
+                [("train()", True), ("eval()", False)], training, "mode", "70px"
             ),
         }  # fmt: skip
         self.result: DropoutSetting = dropout_setting(p, placement, training)
@@ -1195,8 +1185,7 @@ class DropoutDashboard(Dashboard):
         freeze_layout(figure)  # tick labels never change: one layout pass is enough
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def render(self, p: float, placement: str, training: bool) -> None:
@@ -1241,10 +1230,7 @@ class SoftmaxOverflowDashboard(Dashboard):
                 description="largest score", style={"description_width": "initial"},
                 layout=widgets.Layout(width="420px"),
             ),
-            "dtype": widgets.ToggleButtons(
-                options=list(OVERFLOW_DTYPES), value=dtype, description="dtype",
-                style={"description_width": "initial", "button_width": "80px"},
-            ),
+            "dtype": _toggle_buttons(OVERFLOW_DTYPES, dtype, "dtype", "80px"),
         }  # fmt: skip
         self.result: SoftmaxOverflow = softmax_overflow(largest, dtype)
         figure = new_figure(figsize=(9.0, 4.0), dpi=dpi)
@@ -1253,8 +1239,7 @@ class SoftmaxOverflowDashboard(Dashboard):
         freeze_layout(figure)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def render(self, largest: float, dtype: str) -> None:
@@ -1270,11 +1255,6 @@ class SoftmaxOverflowDashboard(Dashboard):
 # ---------------------------------------------------------------------------
 # Notebook 09: does scaling matter in training? (article section 4.3)
 # ---------------------------------------------------------------------------
-
-from .plotting import RunOverviewView  # this section's own imports, kept with it
-from .training import SETTING_LABELS, RunOverview, ScalingExperiment, run_overview
-
-__all__ += ["TrainingDashboard"]  # added to the list at the top
 
 
 class TrainingDashboard(Dashboard):
@@ -1330,17 +1310,12 @@ class TrainingDashboard(Dashboard):
             for d in experiment.d_ks
         }  # fmt: skip
         first = self.overviews[setting, d_k]
-        style = {"description_width": "initial"}
         controls = {
-            "d_k": widgets.ToggleButtons(
-                options=[(str(d), d) for d in experiment.d_ks], value=d_k, description="d_k",
-                style={**style, "button_width": "52px"},
+            "d_k": _toggle_buttons([(str(d), d) for d in experiment.d_ks], d_k, "d_k", "52px"),
+            "setting": _toggle_buttons(
+                [(SETTING_LABELS[s], s) for s in experiment.settings], setting, "setting", "190px"
             ),
-            "setting": widgets.ToggleButtons(
-                options=[(SETTING_LABELS[s], s) for s in experiment.settings], value=setting,
-                description="setting", style={**style, "button_width": "190px"},
-            ),
-        }  # fmt: skip
+        }
         n_keys = first.weights.shape[-1]
         figure = new_figure(figsize=(11.0, 4.4), dpi=dpi)
         self.view = RunOverviewView(figure, experiment.settings, first.steps, n_keys,
@@ -1351,8 +1326,7 @@ class TrainingDashboard(Dashboard):
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         self._pngs: dict[tuple[str, int], bytes] = {}
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def render(self, d_k: int, setting: str) -> None:
@@ -1372,20 +1346,6 @@ class TrainingDashboard(Dashboard):
 # ---------------------------------------------------------------------------
 # Notebook 10: what attention costs — memory per method, and the chunked walk
 # ---------------------------------------------------------------------------
-
-from .experiments import (  # this section's own imports, kept with it
-    COST_BLOCK_SIZES,
-    COST_D_KS,
-    COST_LENGTHS,
-    MemorySetting,
-    OnlineSoftmaxWalk,
-    memory_setting,
-    online_softmax_walk,
-    walk_block_size,
-)
-from .plotting import ChunkedAttentionView
-
-__all__ += ["ChunkedAttentionDashboard"]  # added to the list at the top
 
 
 class ChunkedAttentionDashboard(Dashboard):
@@ -1439,24 +1399,15 @@ class ChunkedAttentionDashboard(Dashboard):
         self.setting: MemorySetting = memory_setting(L, d_k, block_size)  # checks the grids
         self.walk: OnlineSoftmaxWalk = online_softmax_walk(self.setting.walk_block)
         step = min(step, self.walk.n_steps)
-        style = {"description_width": "initial"}
-        layout = widgets.Layout(width="330px")
         controls: dict[str, widgets.ValueWidget] = {
-            "L": widgets.SelectionSlider(
-                options=[(str(n), n) for n in COST_LENGTHS], value=L, description="L (tokens)",
-                style=style, layout=layout,
-            ),
-            "d_k": widgets.SelectionSlider(
-                options=[(str(n), n) for n in COST_D_KS], value=d_k, description="d_k = d_v",
-                style=style, layout=layout,
-            ),
-            "block_size": widgets.SelectionSlider(
-                options=[(str(n), n) for n in COST_BLOCK_SIZES], value=block_size,
-                description="key block", style=style, layout=layout,
+            "L": _selection_slider([(str(n), n) for n in COST_LENGTHS], L, "L (tokens)"),
+            "d_k": _selection_slider([(str(n), n) for n in COST_D_KS], d_k, "d_k = d_v"),
+            "block_size": _selection_slider(
+                [(str(n), n) for n in COST_BLOCK_SIZES], block_size, "key block"
             ),
             "step": widgets.IntSlider(
                 value=step, min=1, max=self.walk.n_steps, step=1, description="walk step",
-                style=style, layout=layout,
+                style={"description_width": "initial"}, layout=widgets.Layout(width="330px"),
             ),
         }  # fmt: skip
         self._holding = False
@@ -1470,8 +1421,7 @@ class ChunkedAttentionDashboard(Dashboard):
         freeze_layout(figure)  # axes, ticks and legends never move
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
+        self._wrap_controls()
         self.update()
 
     def _sync_step(self, change: dict) -> None:

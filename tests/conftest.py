@@ -22,3 +22,15 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def headless_backend():
+    """Draw off-screen (Agg), whatever backend the machine would pick; for the figure and
+    dashboard test modules (``pytestmark = pytest.mark.usefixtures("headless_backend")``)."""
+    import matplotlib.pyplot as plt  # not at the top: after MPLBACKEND is set above
+
+    previous = plt.get_backend()
+    plt.switch_backend("Agg")
+    yield
+    plt.switch_backend(previous)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import io
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from helpers import (
+    assert_no_nan,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 from attn_lib import plotting, stable_softmax
 from attn_lib.exercises import (
@@ -23,63 +29,43 @@ from attn_lib.widgets import (
     control_values,
 )
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
+pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
 @pytest.fixture
 def check():
-    before = plt.get_fignums()
-    dash = WidgetCheckDashboard()
-    yield dash
-    dash.close()
-    assert plt.get_fignums() == before, "the widget check leaked a pyplot figure"
+    yield from open_dashboard(WidgetCheckDashboard, what="the widget check")
 
 
 def test_widget_check_every_temperature(check):
-    figure, bars = check.figure, check.view.bars
+    bars = check.view.bars
     scores = torch.tensor(WidgetCheckDashboard.SCORES)
     assert check.controls["temperature"].value == 1.0
     tried = control_values(check.controls["temperature"])
     assert sorted(tried) == sorted(WIDGET_CHECK_TEMPERATURES)  # min, max and all between
     seen = set()
-    for t in tried:
-        check.controls["temperature"].value = t
+    for t, _ in each_value(check, "temperature"):  # the figure is reused: checked there
         assert check.last_error is None and check.status.value == ""
         expected = stable_softmax(scores / t)
         torch.testing.assert_close(check.weights, expected, rtol=0, atol=0)
-        assert not torch.isnan(check.weights).any()
+        assert_no_nan(check.weights)
         heights = [b.get_height() for b in check.view.bars.patches]
         np.testing.assert_allclose(heights, expected.numpy(), rtol=1e-6)
         assert check.view.title.get_text() == f"softmax(scores / T), T = {t:g}"
-        png = bytes(check.image.value)
-        assert png.startswith(PNG_MAGIC)
-        image = np.asarray(Image.open(io.BytesIO(png)))
-        assert image.shape[:2] == check.figure.canvas.get_width_height()[::-1]
-        assert check.figure is figure and check.view.bars is bars
-        seen.add(png)
+        assert_png_fits_figure(check)
+        assert check.view.bars is bars
+        seen.add(png_of(check))
     assert len(seen) == len(tried)  # every temperature looks different
 
 
 def test_widget_check_repr_tells_the_reader_what_to_do(check):
-    bundle = check._repr_mimebundle_()
-    assert bundle["text/plain"] == WidgetCheckDashboard.plain_text
+    bundle = assert_repr_is_fixed_sentence(check, WidgetCheckDashboard)
     assert "widgets are not rendering" in bundle["text/plain"]
-    assert "application/vnd.jupyter.widget-view+json" in bundle
 
 
 def test_widget_check_refuses_an_unknown_temperature():
-    before = plt.get_fignums()
-    with pytest.raises(ValueError, match="temperature"):
+    with no_new_figures("a refused widget check"), pytest.raises(ValueError, match="temperature"):
         WidgetCheckDashboard(temperature=0.3)
-    assert plt.get_fignums() == before
 
 
 def test_softmax_bars_gallery():

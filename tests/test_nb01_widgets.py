@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import io
-
 import ipywidgets
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from helpers import (
+    assert_blits_match_full_redraws,
+    assert_no_nan,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 from attn_lib import data, experiments, plotting
 from attn_lib.widgets import (
@@ -19,33 +26,12 @@ from attn_lib.widgets import (
     retrieval_title,
 )
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
+pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
 @pytest.fixture
 def dashboard():
-    before = plt.get_fignums()
-    dash = RetrievalDashboard()
-    yield dash
-    dash.close()
-    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
-
-
-def png_of(dash: RetrievalDashboard) -> bytes:
-    return bytes(dash.image.value)
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+    yield from open_dashboard(RetrievalDashboard)
 
 
 def expected_for(values: dict) -> experiments.Retrieval:
@@ -62,7 +48,7 @@ def assert_shows(dash: RetrievalDashboard) -> None:
     torch.testing.assert_close(dash.result.scores, expected.scores, rtol=0, atol=0)
     torch.testing.assert_close(dash.result.weights, expected.weights, rtol=0, atol=0)
     torch.testing.assert_close(dash.result.blended, expected.blended, rtol=0, atol=0)
-    assert not any(torch.isnan(t).any() for t in (dash.result.weights, dash.result.blended))
+    assert_no_nan(dash.result.weights, dash.result.blended)
     torch.testing.assert_close(dash.result.weights.sum(), torch.tensor(1.0))
     view = dash.view
     np.testing.assert_allclose(
@@ -76,8 +62,7 @@ def assert_shows(dash: RetrievalDashboard) -> None:
     )
     assert [t.get_text() for t in view.weight_texts] == [f"{w:.2f}" for w in expected.weights]
     assert view.suptitle.get_text() == retrieval_title(dash.query, dash.values["temperature"])
-    image = decode(png_of(dash))
-    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    assert_png_fits_figure(dash)
 
 
 def test_default_state(dashboard):
@@ -94,23 +79,21 @@ def test_default_state(dashboard):
 
 @pytest.mark.parametrize("name", [*data.KEY_FEATURES, "temperature"])
 def test_each_control_min_middle_max(dashboard, name):
-    control = dashboard.controls[name]
-    figure, bars = dashboard.figure, dashboard.view.weight_bars
-    tried = control_values(control)
+    bars = dashboard.view.weight_bars
+    tried = control_values(dashboard.controls[name])
     if name == "temperature":
         assert tried == [0.5, *[t for t in RETRIEVAL_TEMPERATURES if t != 0.5]]
     else:
         assert {-1.0, 0.0, 1.0} <= set(tried)  # minimum, middle, maximum
-    for value in tried:
-        before_png, before = png_of(dashboard), dashboard.result
-        control.value = value
-        assert control.value == value
+    before = dashboard.result
+    for _, before_png in each_value(dashboard, name):  # checks the figure is reused
         assert_shows(dashboard)
-        assert dashboard.figure is figure and dashboard.view.weight_bars is bars  # reused
+        assert dashboard.view.weight_bars is bars  # reused
         if not torch.equal(before.weights, dashboard.result.weights) or not torch.equal(
             before.scores, dashboard.result.scores
         ):
             assert png_of(dashboard) != before_png
+        before = dashboard.result
 
 
 def test_extremes_take_the_best_or_read_everything(dashboard):
@@ -137,23 +120,11 @@ def test_negative_amounts_give_negative_scores_drawn_on_the_left(dashboard):
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
-    for value in (-1.0, 0.3, 1.0):
-        dashboard.controls["history"].value = value
-        fast = decode(png_of(dashboard))
-        for artist in dashboard.view.dynamic_artists:
-            artist.set_animated(False)
-        try:
-            full = decode(plotting.figure_to_png(dashboard.figure))
-        finally:
-            for artist in dashboard.view.dynamic_artists:
-                artist.set_animated(True)
-        assert (fast != full).any(axis=-1).mean() < 1e-3
+    assert_blits_match_full_redraws(dashboard, [{"history": v} for v in (-1.0, 0.3, 1.0)])
 
 
 def test_repr_is_a_fixed_sentence(dashboard):
-    bundle = dashboard._repr_mimebundle_()
-    assert bundle["text/plain"] == RetrievalDashboard.plain_text
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert_repr_is_fixed_sentence(dashboard, RetrievalDashboard)
 
 
 @pytest.mark.parametrize(
@@ -165,10 +136,8 @@ def test_repr_is_a_fixed_sentence(dashboard):
     ],
 )
 def test_bad_settings_are_refused(kwargs, error):
-    before = plt.get_fignums()
-    with pytest.raises(error):
+    with no_new_figures("a refused dashboard"), pytest.raises(error):
         RetrievalDashboard(**kwargs)
-    assert plt.get_fignums() == before
 
 
 def test_custom_start():

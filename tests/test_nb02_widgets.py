@@ -6,7 +6,6 @@ control takes every value; the bars must show exactly what the pure function ret
 
 from __future__ import annotations
 
-import io
 import itertools
 
 import ipywidgets
@@ -14,33 +13,33 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from helpers import (
+    assert_blits_match_full_redraws,
+    assert_no_nan,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    decode,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 from attn_lib import data, experiments, plotting
 from attn_lib.widgets import TokenQKVDashboard, control_values
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+pytestmark = pytest.mark.usefixtures("headless_backend")
+
 BIAS_SCALE = 3.0  # as in the notebook
 SENTENCE = data.qkv_sentence()
 FIELDS = ("query", "key", "value", "scores", "weights", "output")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
-
 
 @pytest.fixture(scope="module")
 def shared_dashboard(headless_backend):
     """One dashboard for the module (building one takes a while); closed at the end."""
-    before = plt.get_fignums()
-    dash = TokenQKVDashboard(bias_scale=BIAS_SCALE)
-    yield dash
-    dash.close()
-    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
+    yield from open_dashboard(TokenQKVDashboard, bias_scale=BIAS_SCALE)
 
 
 @pytest.fixture
@@ -48,22 +47,12 @@ def dashboard(shared_dashboard):
     """The shared dashboard, back in its default setting ("cat", no bias)."""
     shared_dashboard.controls["token"].value = 2
     shared_dashboard.controls["bias"].value = "none"
-    before = plt.get_fignums()
-    yield shared_dashboard
-    assert plt.get_fignums() == before, "an update leaked a pyplot figure"
+    with no_new_figures("an update"):
+        yield shared_dashboard
 
 
 def expected(index: int, bias: str) -> experiments.TokenQKV:
     return experiments.token_qkv(SENTENCE.x, index, bias, bias_scale=BIAS_SCALE)
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
-
-
-def png_of(dash: TokenQKVDashboard) -> bytes:
-    return bytes(dash.image.value)
 
 
 def assert_shows(dash: TokenQKVDashboard, index: int, bias: str) -> None:
@@ -75,7 +64,7 @@ def assert_shows(dash: TokenQKVDashboard, index: int, bias: str) -> None:
     for field in FIELDS:
         got = getattr(dash.result, field)
         assert torch.equal(got, getattr(want, field)), field
-        assert not torch.isnan(got).any()
+        assert_no_nan(got)
         heights = [bar.get_height() for bar in dash.view.bars[field].patches]
         np.testing.assert_allclose(heights, getattr(want, field).numpy(), rtol=0, atol=1e-6)
         outlines = [bar.get_height() for bar in dash.view.ghosts[field].patches]
@@ -87,8 +76,7 @@ def assert_shows(dash: TokenQKVDashboard, index: int, bias: str) -> None:
     assert plotting.BIAS_LABELS[bias] in title
     dark = [bar.get_facecolor() for bar in dash.view.bars["weights"].patches]
     assert sum(c == dark[index] for c in dark) == 1  # only the token's own key is darker
-    image = decode(png_of(dash))
-    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    assert_png_fits_figure(dash)
 
 
 def test_default_state(dashboard):
@@ -101,18 +89,15 @@ def test_default_state(dashboard):
 
 @pytest.mark.parametrize("name", ["token", "bias"])
 def test_each_control_each_value(dashboard, name):
-    control = dashboard.controls[name]
-    values = control_values(control)
+    values = control_values(dashboard.controls[name])
     if name == "token":  # min, middle and max are among the options
         assert {0, 3, 6} <= set(values)
     else:
         assert set(values) == set(experiments.BIAS_CHOICES)
-    figure, bars = dashboard.figure, dashboard.view.bars["weights"]
-    for value in values[1:] + values[:1]:
-        previous = png_of(dashboard)
-        control.value = value
+    bars = dashboard.view.bars["weights"]
+    for _, previous in each_value(dashboard, name, back_to_start=True):  # one figure, reused
         assert_shows(dashboard, index=dashboard.values["token"], bias=dashboard.values["bias"])
-        assert dashboard.figure is figure and dashboard.view.bars["weights"] is bars
+        assert dashboard.view.bars["weights"] is bars
         assert png_of(dashboard) != previous  # every change shows something new
 
 
@@ -139,42 +124,28 @@ def test_every_combination_and_what_each_bias_does(dashboard):
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
-    for index, bias in ((0, "q"), (6, "v"), (3, "k")):
-        dashboard.controls["token"].value = index
-        dashboard.controls["bias"].value = bias
-        fast = decode(png_of(dashboard))
-        for artist in dashboard.view.dynamic_artists:
-            artist.set_animated(False)
-        try:
-            full = decode(plotting.figure_to_png(dashboard.figure))
-        finally:
-            for artist in dashboard.view.dynamic_artists:
-                artist.set_animated(True)
-        differs = (fast != full).any(axis=-1).mean()
-        assert differs < 1e-3, f"{differs:.2%} of the pixels differ for {index}, {bias}"
+    settings = [{"token": i, "bias": b} for i, b in ((0, "q"), (6, "v"), (3, "k"))]
+    assert_blits_match_full_redraws(dashboard, settings)
 
 
 def test_repr_is_a_fixed_sentence(dashboard):
-    bundle = dashboard._repr_mimebundle_()
-    assert bundle["text/plain"] == TokenQKVDashboard.plain_text
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert_repr_is_fixed_sentence(dashboard, TokenQKVDashboard)
 
 
 def test_other_sentence_and_widths():
-    before = plt.get_fignums()
     pair = data.short_and_long_tokens()
-    dash = TokenQKVDashboard(index=-1, bias="q", sentence=pair, d_k=3, d_v=5, dpi=50)
-    try:
-        assert dash.values == {"token": 1, "bias": "q"}
-        assert len(dash.view.bars["query"].patches) == 3
-        assert len(dash.view.bars["value"].patches) == 5
-        assert len(dash.view.bars["weights"].patches) == 2
-        want = experiments.token_qkv(pair.x, 1, "q", d_k=3, d_v=5, bias_scale=3.0)
-        assert torch.equal(dash.result.output, want.output)
-        decode(png_of(dash))
-    finally:
-        dash.close()
-    assert plt.get_fignums() == before
+    with no_new_figures("the dashboard"):
+        dash = TokenQKVDashboard(index=-1, bias="q", sentence=pair, d_k=3, d_v=5, dpi=50)
+        try:
+            assert dash.values == {"token": 1, "bias": "q"}
+            assert len(dash.view.bars["query"].patches) == 3
+            assert len(dash.view.bars["value"].patches) == 5
+            assert len(dash.view.bars["weights"].patches) == 2
+            want = experiments.token_qkv(pair.x, 1, "q", d_k=3, d_v=5, bias_scale=3.0)
+            assert torch.equal(dash.result.output, want.output)
+            decode(png_of(dash))
+        finally:
+            dash.close()
 
 
 @pytest.mark.parametrize(
@@ -183,10 +154,8 @@ def test_other_sentence_and_widths():
      ({"bias_scale": 0.0}, ValueError)],
 )  # fmt: skip
 def test_bad_arguments_are_refused(kwargs, error):
-    before = plt.get_fignums()
-    with pytest.raises(error):
+    with no_new_figures(), pytest.raises(error):
         TokenQKVDashboard(**kwargs)
-    assert plt.get_fignums() == before
 
 
 # --- the static figures of notebook 02 -----------------------------------------------------

@@ -8,7 +8,6 @@ and the same artists, as a valid PNG, without NaN and without leaking a pyplot f
 from __future__ import annotations
 
 import functools
-import io
 import itertools
 
 import ipywidgets
@@ -16,15 +15,25 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from helpers import (
+    assert_blits_match_full_redraws,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    decode,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 from attn_lib import experiments, plotting
 from attn_lib.widgets import (
     SATURATION_TEMPERATURES,
     SaturationDashboard,
+    control_values,
 )
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+pytestmark = pytest.mark.usefixtures("headless_backend")
 ROW_SEED, L, N_SEQUENCES = 4, 16, 64  # the dashboard's defaults
 CONTROL_VALUES = {
     "d_k": list(experiments.SATURATION_D_KS),
@@ -33,22 +42,10 @@ CONTROL_VALUES = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
-
 
 @pytest.fixture(scope="module")
 def dashboard():
-    before = plt.get_fignums()
-    dash = SaturationDashboard()
-    assert plt.get_fignums() == before, "building the dashboard created a pyplot figure"
-    yield dash
-    dash.close()
-    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
+    yield from open_dashboard(SaturationDashboard)
 
 
 @pytest.fixture
@@ -67,15 +64,6 @@ def expected_curves(temperature: float) -> dict[str, experiments.SaturationCurve
         experiments.SATURATION_D_KS, experiments.SCALINGS, L=L, n_sequences=N_SEQUENCES,
         temperature=temperature, seed=0,
     )  # fmt: skip
-
-
-def png_of(dash: SaturationDashboard) -> bytes:
-    return bytes(dash.image.value)
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
 
 
 def assert_shows(dash: SaturationDashboard, d_k: int, scaling: str, temperature: float) -> None:
@@ -111,8 +99,7 @@ def assert_shows(dash: SaturationDashboard, d_k: int, scaling: str, temperature:
         assert list(marker_x) == [d_k]
         assert marker_y[0] == pytest.approx(expected_y, rel=1e-12, abs=0)
         assert list(view.cursors[stat].get_xdata()) == [d_k, d_k]
-    image = decode(png_of(dash))
-    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    assert_png_fits_figure(dash)
 
 
 def test_default_state(fresh):
@@ -126,17 +113,17 @@ def test_default_state(fresh):
 
 @pytest.mark.parametrize(("name", "values"), CONTROL_VALUES.items())
 def test_each_control_each_value(fresh, name, values):
-    figure, jacobian_artist = fresh.figure, fresh.view.jacobian
+    assert sorted(control_values(fresh.controls[name])) == sorted(values)  # every option
+    jacobian_artist = fresh.view.jacobian
     bars = fresh.view.weight_bars.patches[0]
-    for value in values:
-        previous_png, previous_row = png_of(fresh), fresh.row
-        fresh.controls[name].value = value
+    previous_row = fresh.row
+    for _, previous_png in each_value(fresh, name):  # the figure is reused...
         assert_shows(fresh, **fresh.values)
-        assert fresh.figure is figure  # the figure is reused...
         assert fresh.view.jacobian is jacobian_artist  # ...and so are its artists
         assert fresh.view.weight_bars.patches[0] is bars
         if not torch.equal(previous_row.weights, fresh.row.weights):
             assert png_of(fresh) != previous_png
+        previous_row = fresh.row
 
 
 def test_extreme_combinations(fresh):
@@ -163,25 +150,13 @@ def test_what_the_notebook_claims(fresh):
 
 
 def test_blitted_image_equals_a_full_redraw(fresh):
-    for d_k, scaling in ((1024, "none"), (4, "linear"), (64, "sqrt")):
-        fresh.controls["d_k"].value = d_k
-        fresh.controls["scaling"].value = scaling
-        fast = decode(png_of(fresh))
-        for artist in fresh.view.dynamic_artists:
-            artist.set_animated(False)
-        try:
-            full = decode(plotting.figure_to_png(fresh.figure))
-        finally:
-            for artist in fresh.view.dynamic_artists:
-                artist.set_animated(True)
-        differs = (fast != full).any(axis=-1).mean()
-        assert differs < 1e-3, f"{differs:.2%} of the pixels differ for {d_k}, {scaling}"
+    cases = ((1024, "none"), (4, "linear"), (64, "sqrt"))
+    settings = [{"d_k": d_k, "scaling": scaling} for d_k, scaling in cases]
+    assert_blits_match_full_redraws(fresh, settings)
 
 
 def test_repr_is_a_fixed_sentence_and_a_widget_view(fresh):
-    bundle = fresh._repr_mimebundle_()
-    assert bundle["text/plain"] == SaturationDashboard.plain_text
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert_repr_is_fixed_sentence(fresh, SaturationDashboard)
 
 
 @pytest.mark.parametrize(
@@ -194,14 +169,13 @@ def test_bad_initial_setting(kwargs, match):
 
 
 def test_close_releases_everything():
-    before = plt.get_fignums()
-    dash = SaturationDashboard(d_k=1, scaling="none", temperature=4.0)
-    assert_shows(dash, 1, "none", 4.0)
-    dash.close()
-    assert dash.closed and dash.figure.axes == []
-    with pytest.raises(RuntimeError, match="closed"):
-        dash.update()
-    assert plt.get_fignums() == before
+    with no_new_figures():
+        dash = SaturationDashboard(d_k=1, scaling="none", temperature=4.0)
+        assert_shows(dash, 1, "none", 4.0)
+        dash.close()
+        assert dash.closed and dash.figure.axes == []
+        with pytest.raises(RuntimeError, match="closed"):
+            dash.update()
 
 
 # --- the static figures of notebook 03 ----------------------------------------------------------
@@ -213,22 +187,21 @@ def curves():
 
 
 def test_static_figures(curves):
-    before = plt.get_fignums()
-    row = experiments.saturation_row(64, "sqrt", seed=4)
-    figures = [
-        plotting.plot_saturation_view(row, curves),
-        plotting.plot_saturation_curves(curves, ("grad_norm_median", "saturated_fraction")),
-        plotting.plot_gradient_quantiles(curves),
-        plotting.plot_saturation_rows([experiments.saturation_row(d, "none") for d in (4, 64)]),
-    ]
-    assert [len(f.axes) for f in figures] == [7, 2, 3, 2]  # the view's colorbar is an inset
-    lone = plotting.plot_gradient_quantiles(curves, ("none",), saturated_fraction=False)
-    assert len(lone.axes) == 1
-    plt.close(lone)
-    for fig in figures:
-        assert plotting.figure_to_png(fig).startswith(PNG_MAGIC)
-        plt.close(fig)
-    assert plt.get_fignums() == before
+    with no_new_figures():
+        row = experiments.saturation_row(64, "sqrt", seed=4)
+        figures = [
+            plotting.plot_saturation_view(row, curves),
+            plotting.plot_saturation_curves(curves, ("grad_norm_median", "saturated_fraction")),
+            plotting.plot_gradient_quantiles(curves),
+            plotting.plot_saturation_rows([experiments.saturation_row(d, "none") for d in (4, 64)]),
+        ]
+        assert [len(f.axes) for f in figures] == [7, 2, 3, 2]  # the view's colorbar is an inset
+        lone = plotting.plot_gradient_quantiles(curves, ("none",), saturated_fraction=False)
+        assert len(lone.axes) == 1
+        plt.close(lone)
+        for fig in figures:
+            decode(plotting.figure_to_png(fig))
+            plt.close(fig)
 
 
 def test_static_view_draws_the_row(curves):

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import io
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from helpers import (
+    assert_blits_match_full_redraws,
+    assert_no_nan,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    decode,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 from attn_lib import ShapeError, plotting, scaled_dot_product_attention, shape_trace
 from attn_lib.data import CROSS_SENTENCE, cross_sentence, qkv_sentence, tokenize
@@ -29,16 +37,9 @@ from attn_lib.experiments import (
 )
 from attn_lib.widgets import ShapeDashboard, control_values
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+pytestmark = pytest.mark.usefixtures("headless_backend")
 SIZES = ("B", "L_q", "L_k", "d_model", "d_k", "d_v")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
 
 
 # --- data -------------------------------------------------------------------------------------
@@ -280,20 +281,18 @@ def test_checkers_print_words(capsys):
 
 
 def test_static_figures_and_limits():
-    before = set(plt.get_fignums())
-    default = shape_walkthrough(2, 7, None, 10, 6, 4)
-    cross = shape_walkthrough(2, 7, 8, 10, 6, 4, "cross")
-    curves = cost_curves([16, 256, 4096], 64)
-    assert curves.crossover == 96.0
-    for fig in (
-        plotting.plot_shape_walkthrough(default),
-        plotting.plot_shape_gallery([default, cross], suptitle="gallery"),
-        plotting.plot_attention_cost(curves, qkv_bytes=curves.L * 3 * 64 * 4),
-    ):
-        png = plotting.figure_to_png(fig)
-        assert png.startswith(PNG_MAGIC)
-        plt.close(fig)
-    assert set(plt.get_fignums()) == before
+    with no_new_figures():
+        default = shape_walkthrough(2, 7, None, 10, 6, 4)
+        cross = shape_walkthrough(2, 7, 8, 10, 6, 4, "cross")
+        curves = cost_curves([16, 256, 4096], 64)
+        assert curves.crossover == 96.0
+        for fig in (
+            plotting.plot_shape_walkthrough(default),
+            plotting.plot_shape_gallery([default, cross], suptitle="gallery"),
+            plotting.plot_attention_cost(curves, qkv_bytes=curves.L * 3 * 64 * 4),
+        ):
+            decode(plotting.figure_to_png(fig))
+            plt.close(fig)
     with pytest.raises(ValueError, match="give at least one"):
         plotting.plot_shape_gallery([])
     view = plotting.ShapeWalkthroughView(plotting.new_figure(), plotting.ShapeDiagramLimits(B=2))
@@ -312,16 +311,7 @@ def test_power_of_ten_labels():
 
 @pytest.fixture
 def dashboard():
-    before = set(plt.get_fignums())
-    dash = ShapeDashboard()
-    yield dash
-    dash.close()
-    assert set(plt.get_fignums()) == before, "the dashboard leaked a pyplot figure"
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+    yield from open_dashboard(ShapeDashboard)
 
 
 def assert_shows(dash: ShapeDashboard) -> None:
@@ -331,7 +321,7 @@ def assert_shows(dash: ShapeDashboard) -> None:
     assert dash.last_error is None and dash.status.value == ""
     assert dash.result is expected  # cached: the very same result
     r, view = expected, dash.view
-    assert not torch.isnan(r.weights).any()
+    assert_no_nan(r.weights)
     np.testing.assert_array_equal(view.heatmap.artists.image.get_array(), r.weights.numpy())
     assert view.ax_heat.get_xlim() == (-0.5, r.L_k - 0.5)
     shown = [t.get_text() for t in view.heatmap.key_labels if t.get_visible()]
@@ -353,8 +343,7 @@ def assert_shows(dash: ShapeDashboard) -> None:
     assert names == ["x" if r.mode == "self" else "context", "W_K", "K"]
     assert view.table_sizes.get_text().splitlines()[1:] == [str(row.shape) for row in r.rows]
     assert dash.controls["L_k"].disabled == (r.mode == "self")
-    image = decode(bytes(dash.image.value))
-    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    assert_png_fits_figure(dash)
 
 
 def test_default_state(dashboard):
@@ -370,19 +359,20 @@ def test_default_state(dashboard):
 @pytest.mark.parametrize("name", SIZES)
 def test_each_slider_min_mid_max(dashboard, name, mode):
     dashboard.controls["mode"].value = mode
-    figure, image_artist = dashboard.figure, dashboard.view.heatmap.artists.image
+    image_artist = dashboard.view.heatmap.artists.image
     control = dashboard.controls[name]
     values = control_values(control)  # the current value, then min, middle and max
     assert {control.min, control.max} <= set(values)
-    for value in values[1:] + values[:1]:  # end back at the default
-        previous_png, previous = bytes(dashboard.image.value), dashboard.result
-        control.value = value
+    previous = dashboard.result
+    # end back at the default; each_value checks that the figure is reused
+    for _, previous_png in each_value(dashboard, name, back_to_start=True):
         assert_shows(dashboard)
-        assert dashboard.figure is figure and dashboard.view.heatmap.artists.image is image_artist
+        assert dashboard.view.heatmap.artists.image is image_artist
         if dashboard.result is not previous:
-            assert bytes(dashboard.image.value) != previous_png
+            assert png_of(dashboard) != previous_png
         elif name == "L_k" and mode == "self":
             assert dashboard.result is previous  # L_k does nothing in self-attention
+        previous = dashboard.result
 
 
 def test_mode_toggle(dashboard):
@@ -396,21 +386,11 @@ def test_mode_toggle(dashboard):
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
-    for mode, B, L_q in [("self", 1, 1), ("self", 4, 7), ("cross", 1, 7), ("cross", 4, 1)]:
-        dashboard.controls["mode"].value = mode
-        dashboard.controls["B"].value = B
-        dashboard.controls["L_q"].value = L_q
-        fast = decode(bytes(dashboard.image.value))
-        dynamic = dashboard.view.dynamic_artists
-        for artist in dynamic:
-            artist.set_animated(False)
-        try:
-            full = decode(plotting.figure_to_png(dashboard.figure))
-        finally:
-            for artist in dynamic:
-                artist.set_animated(True)
-        differs = (fast != full).any(axis=-1).mean()
-        assert differs < 1e-3, f"{differs:.2%} of the pixels differ for {dashboard.values}"
+    settings = [
+        {"mode": mode, "B": B, "L_q": L_q}
+        for mode, B, L_q in [("self", 1, 1), ("self", 4, 7), ("cross", 1, 7), ("cross", 4, 1)]
+    ]
+    assert_blits_match_full_redraws(dashboard, settings)
 
 
 def test_bad_initial_values():
@@ -422,7 +402,7 @@ def test_bad_initial_values():
 
 def test_repr_and_close():
     dash = ShapeDashboard(mode="cross")
-    assert dash._repr_mimebundle_()["text/plain"] == ShapeDashboard.plain_text
+    assert_repr_is_fixed_sentence(dash, ShapeDashboard)
     assert not dash.controls["L_k"].disabled
     dash.close()
     assert dash.closed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 
@@ -11,40 +10,33 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from PIL import Image
+from helpers import (
+    assert_no_nan,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    decode,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 import attn_lib
 from attn_lib import data, plotting
 from attn_lib.reference import from_multihead_attention
-from attn_lib.widgets import MaskConventionDashboard
+from attn_lib.widgets import MaskConventionDashboard, control_values
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+pytestmark = pytest.mark.usefixtures("headless_backend")
 CONVENTIONS = list(data.MASK_CONVENTIONS)
 MASKS = list(data.CONVENTION_MASK_CHOICES)
 # Conventions that hand every function the mask converted correctly.
 CORRECT = ("keep", "mha_attn_mask", "sdpa_bool", "sdpa_additive")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
-
 
 @pytest.fixture
 def dashboard():
-    before = plt.get_fignums()
-    dash = MaskConventionDashboard()
-    yield dash
-    dash.close()
-    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+    yield from open_dashboard(MaskConventionDashboard)
 
 
 # --- the setup --------------------------------------------------------------------------------
@@ -101,7 +93,7 @@ def test_convention_setting_matches_direct_computation(convention, mask, b):
     ref = expected_lib_weights(mask)[b]
     torch.testing.assert_close(r.weights["attn_lib"], ref)
     assert r.max_abs_diff["attn_lib"] == 0.0 and r.nan_rows["attn_lib"] == 0
-    assert not torch.isnan(r.weights["SDPA"]).any()  # SDPA never gives NaN
+    assert_no_nan(r.weights["SDPA"])  # SDPA never gives NaN
     rows_with_key = r.keep.any(dim=-1)  # (L,)
     if (
         convention in CORRECT
@@ -195,21 +187,20 @@ def test_convention_setting_refuses_bad_settings(args):
 
 
 def test_static_figures_draw_and_mark_nan():
-    before = len(plt.get_fignums())
-    r = data.convention_setting("keep", "fully masked row", 1)
-    fig = plotting.plot_convention_setting(r)
-    fig.canvas.draw()
-    assert len(fig.axes) == 5  # mask, three heatmaps, colorbar
-    titles = [ax.get_title() for ax in fig.axes[:4]]
-    assert "NaN in 2 rows" in titles[2]
-    assert titles[1].startswith("attn_lib") and titles[3].startswith("SDPA")
-    plt.close(fig)
-    gallery = plotting.plot_convention_gallery(
-        [r, data.convention_setting("mha_key_padding", "causal", 1)]
-    )
-    assert len(gallery.axes) == 10
-    plt.close(gallery)
-    assert len(plt.get_fignums()) == before
+    with no_new_figures():
+        r = data.convention_setting("keep", "fully masked row", 1)
+        fig = plotting.plot_convention_setting(r)
+        fig.canvas.draw()
+        assert len(fig.axes) == 5  # mask, three heatmaps, colorbar
+        titles = [ax.get_title() for ax in fig.axes[:4]]
+        assert "NaN in 2 rows" in titles[2]
+        assert titles[1].startswith("attn_lib") and titles[3].startswith("SDPA")
+        plt.close(fig)
+        gallery = plotting.plot_convention_gallery(
+            [r, data.convention_setting("mha_key_padding", "causal", 1)]
+        )
+        assert len(gallery.axes) == 10
+        plt.close(gallery)
     with pytest.raises(ValueError):
         plotting.plot_convention_gallery([])
 
@@ -249,8 +240,7 @@ def assert_shows(dash: MaskConventionDashboard, convention: str, mask: str, sequ
     assert dash.figure.get_suptitle() == expected.title
     labels = [t.get_text() for t in view.axes[1].get_xticklabels()]
     assert labels == list(expected.key_labels)
-    image = decode(bytes(dash.image.value))
-    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    assert_png_fits_figure(dash)
 
 
 def test_default_state(dashboard):
@@ -265,16 +255,15 @@ def test_default_state(dashboard):
     ("name", "values"), [("convention", CONVENTIONS), ("mask", MASKS), ("sequence", [0, 1])]
 )
 def test_each_control_each_value(dashboard, name, values):
-    figure, image_artist = dashboard.figure, dashboard.view.heatmaps["MHA"].image
-    for value in [*values, values[0]]:
-        previous_png = bytes(dashboard.image.value)
-        previous = dashboard.result
-        dashboard.controls[name].value = value
+    assert sorted(control_values(dashboard.controls[name])) == sorted(values)  # every option
+    image_artist = dashboard.view.heatmaps["MHA"].image
+    previous = dashboard.result
+    for _, previous_png in each_value(dashboard, name, back_to_start=True):  # figure reused...
         assert_shows(dashboard, **dashboard.values)
-        assert dashboard.figure is figure  # the figure is reused...
         assert dashboard.view.heatmaps["MHA"].image is image_artist  # ...and its artists
         if dashboard.result.title != previous.title:
-            assert bytes(dashboard.image.value) != previous_png
+            assert png_of(dashboard) != previous_png
+        previous = dashboard.result
 
 
 def test_every_combination_and_cached_panels_equal_a_fresh_render(dashboard):
@@ -284,8 +273,8 @@ def test_every_combination_and_cached_panels_equal_a_fresh_render(dashboard):
         dashboard.controls["mask"].value = mask
         dashboard.controls["sequence"].value = sequence
         assert_shows(dashboard, convention, mask, sequence)
-        cached = decode(bytes(dashboard.image.value))
-        seen.add(bytes(dashboard.image.value))
+        cached = decode(png_of(dashboard))
+        seen.add(png_of(dashboard))
         if (convention, mask) in {("inverted", "causal"), ("sdpa_additive", "padding"),
                                   ("mha_key_padding", "causal"), ("keep", "none")}:  # fmt: skip
             renderer = dashboard._renderer
@@ -305,13 +294,9 @@ def test_panel_cache_redraws_only_what_changed(dashboard):
 
 
 def test_repr_is_a_fixed_sentence(dashboard):
-    bundle = dashboard._repr_mimebundle_()
-    assert bundle["text/plain"] == MaskConventionDashboard.plain_text
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert_repr_is_fixed_sentence(dashboard, MaskConventionDashboard)
 
 
 def test_bad_initial_setting_is_refused():
-    before = plt.get_fignums()
-    with pytest.raises(ValueError):
+    with no_new_figures(), pytest.raises(ValueError):
         MaskConventionDashboard(convention="bogus")
-    assert plt.get_fignums() == before

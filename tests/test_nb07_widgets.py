@@ -3,7 +3,6 @@ and the three exercise checkers."""
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 
@@ -14,7 +13,15 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from PIL import Image
+from helpers import (
+    assert_blits_match_full_redraws,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 import attn_lib
 from attn_lib import experiments, plotting
@@ -31,34 +38,14 @@ from attn_lib.experiments import (
 )
 from attn_lib.widgets import MaskDashboard, control_values
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+pytestmark = pytest.mark.usefixtures("headless_backend")
 SLIDERS = ("length_0", "length_1", "length_2")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
 
 
 @pytest.fixture
 def dashboard():
-    before = plt.get_fignums()
-    dash = MaskDashboard()
-    yield dash
-    dash.close()
-    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
-
-
-def png_of(dash: MaskDashboard) -> bytes:
-    return bytes(dash.image.value)
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+    yield from open_dashboard(MaskDashboard)
 
 
 def setting_of(values: dict) -> experiments.MaskSetting:
@@ -116,8 +103,7 @@ def assert_shows(dash: MaskDashboard) -> None:
         assert all(not p.image.get_visible() for p in view.panels)
         assert all("refused" in p.ax.get_title() for p in view.panels)
     assert dash.figure.get_suptitle() == expected.title
-    image = decode(png_of(dash))
-    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    assert_png_fits_figure(dash)
 
 
 def test_default_state(dashboard):
@@ -134,17 +120,14 @@ def test_default_state(dashboard):
 
 @pytest.mark.parametrize("name", [*SLIDERS, "causal", "padding", "fill", "dtype"])
 def test_each_control_each_value(dashboard, name):
-    control = dashboard.controls[name]
-    figure, first_image = dashboard.figure, dashboard.view.panels[0].image
-    values = control_values(control)
+    first_image = dashboard.view.panels[0].image
+    values = control_values(dashboard.controls[name])
     if name in SLIDERS:
         assert {1, 3, 6} <= set(values)  # min, middle, max (and the current value)
-    for value in [*values[1:], values[0]]:
-        previous = png_of(dashboard)
-        previous_result = dashboard.result
-        control.value = value
+    previous_result = dashboard.result
+    for _, previous in each_value(dashboard, name, back_to_start=True):  # one figure, reused
         assert_shows(dashboard)
-        assert dashboard.figure is figure and dashboard.view.panels[0].image is first_image
+        assert dashboard.view.panels[0].image is first_image
         same = (
             previous_result.error == dashboard.result.error
             and torch.equal(previous_result.keep, dashboard.result.keep)
@@ -152,6 +135,7 @@ def test_each_control_each_value(dashboard, name):
         )
         if not same:
             assert png_of(dashboard) != previous
+        previous_result = dashboard.result
 
 
 def test_sliders_change_only_their_sequence(dashboard):
@@ -207,27 +191,16 @@ def test_refused_setting_is_drawn_not_raised(dashboard):
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
-    for fill in ("0", "-inf", "-1e9"):
-        dashboard.controls["causal"].value = True
-        dashboard.controls["padding"].value = "left"
-        dashboard.controls["fill"].value = fill
-        dashboard.controls["dtype"].value = "float16" if fill == "-1e9" else "float32"
-        fast = decode(png_of(dashboard))
-        for artist in dashboard.view.dynamic_artists:
-            artist.set_animated(False)
-        try:
-            full = decode(plotting.figure_to_png(dashboard.figure))
-        finally:
-            for artist in dashboard.view.dynamic_artists:
-                artist.set_animated(True)
-        differs = (fast != full).any(axis=-1).mean()
-        assert differs < 1e-3, f"{differs:.2%} of the pixels differ for fill={fill}"
+    settings = [
+        {"causal": True, "padding": "left", "fill": fill,
+         "dtype": "float16" if fill == "-1e9" else "float32"}
+        for fill in ("0", "-inf", "-1e9")
+    ]  # fmt: skip
+    assert_blits_match_full_redraws(dashboard, settings)
 
 
 def test_repr_is_a_fixed_sentence(dashboard):
-    bundle = dashboard._repr_mimebundle_()
-    assert bundle["text/plain"] == MaskDashboard.plain_text
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert_repr_is_fixed_sentence(dashboard, MaskDashboard)
 
 
 # --- the pure functions under the dashboard --------------------------------------------------
@@ -312,31 +285,33 @@ def test_padding_and_side_options_are_what_the_dashboard_offers(dashboard):
 
 
 def test_static_figures_draw_and_mark_cells():
-    before = len(plt.get_fignums())
-    pad = attn_lib.padding_mask([6, 4, 2])
-    fig = plotting.plot_keep_masks([(pad[1], "row"), (pad[1].expand(6, 6), "broadcast")])
-    assert len(fig.axes) == 2
-    marks = fig.axes[1].collections[0].get_offsets()  # one "×" per blocked cell
-    assert sorted(map(tuple, np.asarray(marks).tolist())) == [
-        (float(j), float(i)) for j in (4, 5) for i in range(6)
-    ]
-    plt.close(fig)
+    with no_new_figures():
+        pad = attn_lib.padding_mask([6, 4, 2])
+        fig = plotting.plot_keep_masks([(pad[1], "row"), (pad[1].expand(6, 6), "broadcast")])
+        assert len(fig.axes) == 2
+        marks = fig.axes[1].collections[0].get_offsets()  # one "×" per blocked cell
+        assert sorted(map(tuple, np.asarray(marks).tolist())) == [
+            (float(j), float(i)) for j in (4, 5) for i in range(6)
+        ]
+        plt.close(fig)
 
-    r = mask_setting((6, 4, 2), causal=True, padding_side="left", fill="-inf")
-    fig = plotting.plot_mask_setting(r)
-    panel_texts = [t.get_text() for t in fig.axes[2].texts]
-    assert panel_texts.count("NaN") == 4 * 6  # sequence 2: four NaN rows
-    plt.close(fig)
+        r = mask_setting((6, 4, 2), causal=True, padding_side="left", fill="-inf")
+        fig = plotting.plot_mask_setting(r)
+        panel_texts = [t.get_text() for t in fig.axes[2].texts]
+        assert panel_texts.count("NaN") == 4 * 6  # sequence 2: four NaN rows
+        plt.close(fig)
 
-    settings = [mask_setting((6, 4, 2), causal=True, padding_side="left", fill=f)
-                for f in ("default", "-1e9")] + [mask_setting(fill="-1e9", dtype="float16")]  # fmt: skip
-    fig = plotting.plot_mask_gallery(settings, 2, ["default", "-1e9", "float16"])
-    leak_texts = [t.get_text() for t in fig.axes[1].texts if t.get_text().startswith("×\n")]
-    assert len(leak_texts) == 4 * 6  # four uniform rows of blocked keys, weight written
-    refused = [t for t in fig.axes[2].texts if t.get_visible() and "overflow" in t.get_text()]
-    assert len(refused) == 1
-    plt.close(fig)
-    assert len(plt.get_fignums()) == before
+        settings = [
+            *(mask_setting((6, 4, 2), causal=True, padding_side="left", fill=f)
+              for f in ("default", "-1e9")),
+            mask_setting(fill="-1e9", dtype="float16"),
+        ]  # fmt: skip
+        fig = plotting.plot_mask_gallery(settings, 2, ["default", "-1e9", "float16"])
+        leak_texts = [t.get_text() for t in fig.axes[1].texts if t.get_text().startswith("×\n")]
+        assert len(leak_texts) == 4 * 6  # four uniform rows of blocked keys, weight written
+        refused = [t for t in fig.axes[2].texts if t.get_visible() and "overflow" in t.get_text()]
+        assert len(refused) == 1
+        plt.close(fig)
     with pytest.raises(ValueError):
         plotting.plot_mask_gallery(settings, 2, ["one label"])
 

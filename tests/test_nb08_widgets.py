@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-import io
 import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from helpers import (
+    assert_blits_match_full_redraws,
+    assert_no_nan,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    decode,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 from attn_lib import plotting
 from attn_lib.data import DROPOUT_PLACEMENTS, article_example, dropout_setting
@@ -20,38 +29,17 @@ from attn_lib.widgets import (
     control_values,
 )
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
-
-
-def make(cls):
-    before = plt.get_fignums()
-    dash = cls()
-    yield dash
-    dash.close()
-    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
+pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
 @pytest.fixture
 def dropout_dash():
-    yield from make(DropoutDashboard)
+    yield from open_dashboard(DropoutDashboard)
 
 
 @pytest.fixture
 def overflow_dash():
-    yield from make(SoftmaxOverflowDashboard)
+    yield from open_dashboard(SoftmaxOverflowDashboard)
 
 
 # --- the pure functions ---------------------------------------------------------------------
@@ -132,7 +120,7 @@ def test_softmax_overflow_fails_in_two_steps(dtype):
     for largest in (0.0, r.sum_threshold + 0.1, limit + 0.1, 100.0):
         s = softmax_overflow(largest, dtype)
         torch.testing.assert_close(s.stable, expected, atol=1e-3, rtol=0)  # never changes
-        assert not torch.isnan(s.stable).any()
+        assert_no_nan(s.stable)
         assert s.stable_sum == pytest.approx(1.0, abs=1e-3)
 
 
@@ -166,15 +154,14 @@ def assert_dropout_shows(dash: DropoutDashboard, p: float, placement: str, train
     assert dash.last_error is None and dash.status.value == ""
     assert torch.equal(dash.result.weights, expected.weights)
     assert torch.equal(dash.result.dropped, expected.dropped)
-    assert not torch.isnan(dash.result.weights).any()
+    assert_no_nan(dash.result.weights)
     np.testing.assert_array_equal(dash.view.heatmap.image.get_array(), expected.weights.numpy())
     visible = np.array([[r.get_visible() for r in row] for row in dash.view.outlines])
     np.testing.assert_array_equal(visible, expected.dropped.numpy())
     widths = [bar.get_width() for bar in dash.view.bars.patches]
     np.testing.assert_allclose(widths, expected.row_sums.numpy())
     assert dash.figure.get_suptitle() == expected.title
-    image = decode(bytes(dash.image.value))
-    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    assert_png_fits_figure(dash)
 
 
 def test_dropout_default_state(dropout_dash):
@@ -184,18 +171,16 @@ def test_dropout_default_state(dropout_dash):
 
 @pytest.mark.parametrize("name", ["p", "placement", "training"])
 def test_dropout_each_control_each_value(dropout_dash, name):
-    control = dropout_dash.controls[name]
-    values = control_values(control)
+    values = control_values(dropout_dash.controls[name])
     if name == "p":
         assert values == pytest.approx([0.2, 0.0, 0.3, 0.6])  # current, min, middle, max
-    figure, view = dropout_dash.figure, dropout_dash.view
-    for value in values:
-        control.value = value
+    view = dropout_dash.view
+    for _ in each_value(dropout_dash, name):  # the figure is reused...
         settings = dropout_dash.values
         assert_dropout_shows(
             dropout_dash, settings["p"], settings["placement"], settings["training"]
         )
-        assert dropout_dash.figure is figure and dropout_dash.view is view  # reused
+        assert dropout_dash.view is view  # ...and so is the view
 
 
 def test_dropout_every_placement_and_mode(dropout_dash):
@@ -206,23 +191,13 @@ def test_dropout_every_placement_and_mode(dropout_dash):
             dropout_dash.controls["training"].value = training
             dropout_dash.controls["p"].value = 0.6
             assert_dropout_shows(dropout_dash, 0.6, placement, training)
-            seen.add(bytes(dropout_dash.image.value))
+            seen.add(png_of(dropout_dash))
     assert len(seen) == 6  # the title differs in every setting
 
 
 def test_dropout_blitted_image_equals_a_full_redraw(dropout_dash):
-    for placement in ("after softmax", "before softmax"):
-        dropout_dash.controls["placement"].value = placement
-        dropout_dash.controls["p"].value = 0.45
-        fast = decode(bytes(dropout_dash.image.value))
-        for artist in dropout_dash.view.dynamic_artists:
-            artist.set_animated(False)
-        try:
-            full = decode(plotting.figure_to_png(dropout_dash.figure))
-        finally:
-            for artist in dropout_dash.view.dynamic_artists:
-                artist.set_animated(True)
-        assert (fast != full).any(axis=-1).mean() < 1e-3
+    settings = [{"placement": pl, "p": 0.45} for pl in ("after softmax", "before softmax")]
+    assert_blits_match_full_redraws(dropout_dash, settings)
 
 
 # --- the overflow dashboard ----------------------------------------------------------------
@@ -233,7 +208,7 @@ def assert_overflow_shows(dash: SoftmaxOverflowDashboard, largest: float, dtype:
     assert dash.last_error is None and dash.status.value == ""
     torch.testing.assert_close(dash.result.naive, expected.naive, equal_nan=True)
     torch.testing.assert_close(dash.result.stable, expected.stable)
-    assert not torch.isnan(dash.result.stable).any()  # NaN only where the reader asked for it
+    assert_no_nan(dash.result.stable)  # NaN only where the reader asked for it
     view = dash.view
     heights = [bar.get_height() for bar in view.weights.stable.patches]
     np.testing.assert_allclose(heights, expected.stable.numpy())
@@ -247,7 +222,7 @@ def assert_overflow_shows(dash: SoftmaxOverflowDashboard, largest: float, dtype:
     np.testing.assert_allclose(scores, expected.scores.float().numpy())
     assert view.threshold_line.get_ydata()[0] == pytest.approx(expected.threshold)
     assert dash.figure.get_suptitle() == plotting.overflow_title(expected)
-    decode(bytes(dash.image.value))
+    decode(png_of(dash))
 
 
 def test_overflow_default_state(overflow_dash):
@@ -273,18 +248,9 @@ def test_overflow_slider_min_middle_max_and_the_edges(overflow_dash, dtype):
 
 
 def test_overflow_blitted_image_equals_a_full_redraw(overflow_dash):
-    for dtype, largest in (("float32", 88.5), ("float16", 11.25), ("float16", 40.0)):
-        overflow_dash.controls["dtype"].value = dtype
-        overflow_dash.controls["largest"].value = largest
-        fast = decode(bytes(overflow_dash.image.value))
-        for artist in overflow_dash.view.dynamic_artists:
-            artist.set_animated(False)
-        try:
-            full = decode(plotting.figure_to_png(overflow_dash.figure))
-        finally:
-            for artist in overflow_dash.view.dynamic_artists:
-                artist.set_animated(True)
-        assert (fast != full).any(axis=-1).mean() < 2e-3, (dtype, largest)
+    cases = (("float32", 88.5), ("float16", 11.25), ("float16", 40.0))
+    settings = [{"dtype": dtype, "largest": largest} for dtype, largest in cases]
+    assert_blits_match_full_redraws(overflow_dash, settings, tolerance=2e-3)
 
 
 def test_overflow_backgrounds_are_few(overflow_dash):
@@ -302,27 +268,27 @@ def test_overflow_backgrounds_are_few(overflow_dash):
 def test_repr_is_a_fixed_sentence(cls):
     dash = cls()
     try:
-        bundle = dash._repr_mimebundle_()
-        assert bundle["text/plain"] == cls.plain_text
-        assert "application/vnd.jupyter.widget-view+json" in bundle
+        assert_repr_is_fixed_sentence(dash, cls)
     finally:
         dash.close()
 
 
 def test_static_figures_render_and_close():
-    before = plt.get_fignums()
-    figures = [
-        plotting.plot_dropout_setting(dropout_setting()),
-        plotting.plot_dropout_gallery(
-            [dropout_setting(0.3, pl, True) for pl in DROPOUT_PLACEMENTS], titles=["a", "b", "c"]
-        ),
-        plotting.plot_softmax_overflow(softmax_overflow(89.0)),
-        plotting.plot_softmax_overflow_gallery([softmax_overflow(s) for s in (88.0, 88.5, 89.0)]),
-    ]
-    for fig in figures:
-        decode(plotting.figure_to_png(fig))
-        plt.close(fig)
-    assert plt.get_fignums() == before
+    with no_new_figures():
+        figures = [
+            plotting.plot_dropout_setting(dropout_setting()),
+            plotting.plot_dropout_gallery(
+                [dropout_setting(0.3, pl, True) for pl in DROPOUT_PLACEMENTS],
+                titles=["a", "b", "c"],
+            ),
+            plotting.plot_softmax_overflow(softmax_overflow(89.0)),
+            plotting.plot_softmax_overflow_gallery(
+                [softmax_overflow(s) for s in (88.0, 88.5, 89.0)]
+            ),
+        ]
+        for fig in figures:
+            decode(plotting.figure_to_png(fig))
+            plt.close(fig)
     with pytest.raises(ValueError):
         plotting.plot_dropout_gallery([])
     with pytest.raises(ValueError):

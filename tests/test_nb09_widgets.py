@@ -8,31 +8,30 @@ figures read any ScalingExperiment, and the training itself is tested in test_tr
 
 from __future__ import annotations
 
-import io
 import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from helpers import (
+    blit_mismatch,
+    decode,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 from matplotlib.figure import Figure
-from PIL import Image
 
 from attn_lib import plotting, training
 from attn_lib.exercises import check_init_like_scaled, check_stalling_settings
 from attn_lib.widgets import TrainingDashboard, control_values
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+pytestmark = pytest.mark.usefixtures("headless_backend")
 D_KS = (8, 32)
 STEPS = 40
 
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +41,7 @@ def experiment() -> training.ScalingExperiment:
 
 @pytest.fixture
 def dashboard(experiment):
-    before = plt.get_fignums()
-    dash = TrainingDashboard(experiment, setting="unscaled", d_k=32)
-    yield dash
-    dash.close()
-    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+    yield from open_dashboard(TrainingDashboard, experiment, setting="unscaled", d_k=32)
 
 
 def assert_overview_is(overview: training.RunOverview, experiment, setting: str, d_k: int):
@@ -116,23 +106,20 @@ def test_summary_table(experiment):
 def test_default_state(dashboard, experiment):
     assert_overview_is(dashboard.overview, experiment, "unscaled", 32)
     assert dashboard.last_error is None
-    image = decode(bytes(dashboard.image.value))
+    image = decode(png_of(dashboard))
     assert image.shape[:2] == (int(4.4 * 72), int(11.0 * 72))
     assert "needs a running Jupyter kernel" in dashboard._repr_mimebundle_()["text/plain"]
 
 
 @pytest.mark.parametrize("name", ["d_k", "setting"])
 def test_each_control_each_value(dashboard, experiment, name):
-    figure = dashboard.figure
     control = dashboard.controls[name]
     assert set(control_values(control)) == set(
         experiment.d_ks if name == "d_k" else experiment.settings
     )
     seen = {}
-    for value in control_values(control):
-        control.value = value
+    for value, _ in each_value(dashboard, name):  # one figure, reused
         assert dashboard.last_error is None, dashboard.last_error
-        assert dashboard.figure is figure  # one figure, reused
         values = dashboard.values
         assert_overview_is(dashboard.overview, experiment, values["setting"], values["d_k"])
         # What is drawn is what the pure function says.
@@ -143,7 +130,7 @@ def test_each_control_each_value(dashboard, experiment, name):
             assert line.get_linewidth() == (2.4 if s == ov.setting else 1.0)
         np.testing.assert_allclose(view.heatmap.image.get_array(), ov.weights.numpy())
         assert view.suptitle.get_text() == ov.title
-        png = bytes(dashboard.image.value)
+        png = png_of(dashboard)
         assert not np.isnan(ov.loss_band.numpy()).any()
         seen[value] = decode(png)
     images = list(seen.values())
@@ -151,79 +138,73 @@ def test_each_control_each_value(dashboard, experiment, name):
 
 
 def test_revisited_selection_reuses_its_png(dashboard):
-    first = bytes(dashboard.image.value)
+    first = png_of(dashboard)
     dashboard.controls["setting"].value = "scaled"
-    assert bytes(dashboard.image.value) != first
+    assert png_of(dashboard) != first
     dashboard.controls["setting"].value = "unscaled"
-    assert bytes(dashboard.image.value) == first
+    assert png_of(dashboard) == first
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
     dashboard.controls["d_k"].value = 8
     dashboard.controls["setting"].value = "unscaled_init"
-    blitted = decode(bytes(dashboard.image.value))
-    for artist in dashboard._renderer.dynamic:
-        artist.set_animated(False)
-    full = decode(plotting.figure_to_png(dashboard.figure))
-    assert np.array_equal(blitted, full)
+    assert blit_mismatch(dashboard, dashboard._renderer.dynamic) == 0  # pixel for pixel
 
 
 def test_dashboard_rejects_what_was_not_run(experiment):
-    before = plt.get_fignums()
-    with pytest.raises(ValueError, match="d_k must be one of"):
-        TrainingDashboard(experiment, d_k=512)
-    with pytest.raises(ValueError, match="setting must be one of"):
-        TrainingDashboard(experiment, setting="unscaled_reparam", d_k=8)
-    assert plt.get_fignums() == before
+    with no_new_figures():
+        with pytest.raises(ValueError, match="d_k must be one of"):
+            TrainingDashboard(experiment, d_k=512)
+        with pytest.raises(ValueError, match="setting must be one of"):
+            TrainingDashboard(experiment, setting="unscaled_reparam", d_k=8)
 
 
 # --- the static figures ------------------------------------------------------------------------
 
 
 def test_static_figures(experiment):
-    before = plt.get_fignums()
-    task = training.RetrievalTask()
-    data = training.make_retrieval_data((0,), 1, task)
-    keys, query = data.keys[0, 0, 0], data.queries[0, 0, 0]
-    values, target = data.values[0, 0, 0], int(data.target[0, 0, 0])
-    figures = [
-        plotting.plot_retrieval_task(keys, query, values, target),
-        plotting.plot_loss_grid(experiment, task.threshold, task.baseline),
-        plotting.plot_seed_curves([experiment["scaled", 8], experiment["unscaled", 8]],
-                                  task.threshold, task.baseline),
-        plotting.plot_training_diagnostics(experiment, task.n_keys),
-        plotting.plot_loss_bands([("a", experiment["scaled", 8]), ("b", experiment["scaled", 32])],
-                                 task.threshold, task.baseline, title="t"),
-        plotting.plot_run_overview(training.run_overview(experiment, "scaled", 8),
-                                   experiment.settings, task.n_keys),
-    ]  # fmt: skip
-    counts = [len(f.axes) for f in figures]
-    assert counts[1] == len(experiment.settings) * len(D_KS)  # one panel per (setting, d_k)
-    assert counts[2] == 2 and counts[3] == 2 * len(D_KS) and counts[4] == 1
-    assert counts[5] == 3  # loss, heatmap, colorbar
-    grid = figures[1].axes
-    assert grid[0].get_yscale() == "log" and grid[0].get_title() == "d_k = 8"
-    # The second curve of one setting gets its own colour.
-    bands = figures[4].axes[0].get_lines()
-    assert bands[-1].get_color() != bands[-2].get_color()
-    for f in figures:
-        assert isinstance(f, Figure)
-        plt.close(f)
-    assert plt.get_fignums() == before
+    with no_new_figures():
+        task = training.RetrievalTask()
+        data = training.make_retrieval_data((0,), 1, task)
+        keys, query = data.keys[0, 0, 0], data.queries[0, 0, 0]
+        values, target = data.values[0, 0, 0], int(data.target[0, 0, 0])
+        figures = [
+            plotting.plot_retrieval_task(keys, query, values, target),
+            plotting.plot_loss_grid(experiment, task.threshold, task.baseline),
+            plotting.plot_seed_curves([experiment["scaled", 8], experiment["unscaled", 8]],
+                                      task.threshold, task.baseline),
+            plotting.plot_training_diagnostics(experiment, task.n_keys),
+            plotting.plot_loss_bands(
+                [("a", experiment["scaled", 8]), ("b", experiment["scaled", 32])],
+                task.threshold, task.baseline, title="t"),
+            plotting.plot_run_overview(training.run_overview(experiment, "scaled", 8),
+                                       experiment.settings, task.n_keys),
+        ]  # fmt: skip
+        counts = [len(f.axes) for f in figures]
+        assert counts[1] == len(experiment.settings) * len(D_KS)  # one panel per (setting, d_k)
+        assert counts[2] == 2 and counts[3] == 2 * len(D_KS) and counts[4] == 1
+        assert counts[5] == 3  # loss, heatmap, colorbar
+        grid = figures[1].axes
+        assert grid[0].get_yscale() == "log" and grid[0].get_title() == "d_k = 8"
+        # The second curve of one setting gets its own colour.
+        bands = figures[4].axes[0].get_lines()
+        assert bands[-1].get_color() != bands[-2].get_color()
+        for f in figures:
+            assert isinstance(f, Figure)
+            plt.close(f)
 
 
 def test_static_figures_reject_bad_input(experiment):
-    before = plt.get_fignums()
-    k, q, v = torch.zeros(8, 8), torch.zeros(8), torch.zeros(8, 8)
-    with pytest.raises(ValueError, match="target must be in"):
-        plotting.plot_retrieval_task(k, q, v, 8)
-    with pytest.raises(ValueError, match="expected keys"):
-        plotting.plot_retrieval_task(k, torch.zeros(5), v, 0)
-    with pytest.raises(ValueError, match="at least one run"):
-        plotting.plot_seed_curves([], 0.1, 1.0)
-    with pytest.raises(ValueError, match="at least one"):
-        plotting.plot_loss_bands([], 0.1, 1.0)
-    assert plt.get_fignums() == before
+    with no_new_figures():
+        k, q, v = torch.zeros(8, 8), torch.zeros(8), torch.zeros(8, 8)
+        with pytest.raises(ValueError, match="target must be in"):
+            plotting.plot_retrieval_task(k, q, v, 8)
+        with pytest.raises(ValueError, match="expected keys"):
+            plotting.plot_retrieval_task(k, torch.zeros(5), v, 0)
+        with pytest.raises(ValueError, match="at least one run"):
+            plotting.plot_seed_curves([], 0.1, 1.0)
+        with pytest.raises(ValueError, match="at least one"):
+            plotting.plot_loss_bands([], 0.1, 1.0)
 
 
 # --- the exercise checkers ---------------------------------------------------------------------

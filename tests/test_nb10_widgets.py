@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 
@@ -10,7 +9,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from helpers import (
+    assert_no_nan,
+    decode,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 import attn_lib
 from attn_lib import plotting
@@ -35,30 +41,12 @@ from attn_lib.experiments import (
 )
 from attn_lib.widgets import ChunkedAttentionDashboard, control_values
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
-
-
-def decode(png: bytes | memoryview) -> np.ndarray:
-    png = bytes(png)  # the Image widget holds a memoryview
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
 @pytest.fixture
 def dash():
-    before = plt.get_fignums()
-    d = ChunkedAttentionDashboard()
-    yield d
-    d.close()
-    assert plt.get_fignums() == before, "the dashboard leaked a pyplot figure"
+    yield from open_dashboard(ChunkedAttentionDashboard)
 
 
 # --- memory ------------------------------------------------------------------------------------
@@ -166,7 +154,8 @@ def test_online_softmax_walk(block_size):
     for i, s in enumerate(walk.states):
         assert s.block == i and s.start == i * block_size
         assert walk.l_before(i) == (0.0 if i == 0 else walk.states[i - 1].l)
-        assert not torch.isnan(s.acc).any() and not math.isnan(s.l)
+        assert_no_nan(s.acc)
+        assert not math.isnan(s.l)
         if s.m_old > -math.inf:
             assert s.rescale == pytest.approx(math.exp(s.m_old - s.m), rel=1e-6)
         assert s.m == pytest.approx(float(ex.scores[: s.stop].max()))
@@ -264,20 +253,19 @@ def test_matmul_flops_agrees_with_flop_counter_mode():
 def test_static_figures():
     setting = memory_setting()
     walk = online_softmax_walk(setting.walk_block)
-    before = plt.get_fignums()
-    figs = [
-        plotting.plot_chunked_setting(setting, walk, 5),
-        plotting.plot_walk_gallery(online_softmax_walk(4)),
-        plotting.plot_memory_vs_length(memory_table([64, 128, 256, 512, 1024, 2048])),
-        plotting.plot_attention_timings(AttentionTimings(
-            methods=("attn_lib", "SDPA"), lengths=(512, 1024, 2048),
-            ms={"attn_lib": {512: 1.0, 1024: 4.0, 2048: 16.0}, "SDPA": {512: 2.0, 1024: 8.0}},
-            skipped=(2048,), seconds=0.1, threads=1, d_k=64, repeats=3)),
-    ]  # fmt: skip
-    assert [len(f.axes) for f in figs] == [5, 8, 1, 1]
-    for f in figs:
-        plt.close(f)
-    assert plt.get_fignums() == before
+    with no_new_figures():
+        figs = [
+            plotting.plot_chunked_setting(setting, walk, 5),
+            plotting.plot_walk_gallery(online_softmax_walk(4)),
+            plotting.plot_memory_vs_length(memory_table([64, 128, 256, 512, 1024, 2048])),
+            plotting.plot_attention_timings(AttentionTimings(
+                methods=("attn_lib", "SDPA"), lengths=(512, 1024, 2048),
+                ms={"attn_lib": {512: 1.0, 1024: 4.0, 2048: 16.0}, "SDPA": {512: 2.0, 1024: 8.0}},
+                skipped=(2048,), seconds=0.1, threads=1, d_k=64, repeats=3)),
+        ]  # fmt: skip
+        assert [len(f.axes) for f in figs] == [5, 8, 1, 1]
+        for f in figs:
+            plt.close(f)
     with pytest.raises(ValueError):
         plotting.plot_chunked_setting(setting, walk, walk.n_steps)
 
@@ -310,30 +298,25 @@ def check_state(d: ChunkedAttentionDashboard) -> None:
     assert all(np.isfinite(v).all() for v in data["lines"].values())
     assert np.isfinite(data["out"]).all() and np.isfinite(data["bars"]).all()
     assert d.last_error is None and d.status.value == ""
-    decode(d.image.value)
+    decode(png_of(d))
 
 
 def test_default_dashboard(dash):
     assert dash.values == {"L": 4096, "d_k": 64, "block_size": 512, "step": 6}
     check_state(dash)
     assert dash.walk.n_steps == 8 and dash.controls["step"].max == 8
-    image = decode(dash.image.value)
+    image = decode(png_of(dash))
     assert image.shape[:2] == (round(7.2 * 72), round(11.0 * 72))
     assert "Dashboard" in dash._repr_mimebundle_()["text/plain"]
 
 
 @pytest.mark.parametrize("name", ["L", "d_k", "block_size", "step"])
 def test_every_control_at_min_middle_max(dash, name):
-    figure = dash.figure
     control = dash.controls[name]
-    for value in control_values(control):
-        previous = dash.image.value
-        control.value = value
-        assert control.value == value
+    for value, previous in each_value(dash, name):  # holds the value; one figure, reused
         check_state(dash)
-        assert dash.figure is figure  # one figure, reused
         if value != control_values(control)[0]:
-            assert dash.image.value != previous
+            assert png_of(dash) != previous
 
 
 def test_step_range_follows_L_and_block(dash):

@@ -6,20 +6,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from helpers import decode, no_new_figures
 
 from attn_lib import causal_mask, plotting
 from attn_lib.data import example_setting
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    """Draw off-screen, whatever backend the machine would pick."""
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
+pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
 @pytest.fixture
@@ -117,18 +109,17 @@ def test_pyplot_helpers_and_png():
         assert gallery.get_suptitle() == "g"
         assert len(gallery.legends) == 1  # one legend for all panels
         for fig in figs:
-            assert plotting.figure_to_png(fig).startswith(PNG_MAGIC)
+            decode(plotting.figure_to_png(fig))  # magic bytes and a real decode
     finally:
         for fig in figs:
             plt.close(fig)
 
 
 def test_new_figure_is_not_managed_by_pyplot():
-    before = plt.get_fignums()
-    fig = plotting.new_figure()
-    fig.subplots()
-    assert plt.get_fignums() == before
-    assert plotting.figure_to_png(fig).startswith(PNG_MAGIC)
+    with no_new_figures("new_figure"):
+        fig = plotting.new_figure()
+        fig.subplots()
+    decode(plotting.figure_to_png(fig))  # magic bytes and a real decode
 
 
 def test_weights_row_sums_view():

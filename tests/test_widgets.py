@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 
 import ipywidgets
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from helpers import (
+    assert_blits_match_full_redraws,
+    assert_no_nan,
+    assert_png_fits_figure,
+    assert_repr_is_fixed_sentence,
+    decode,
+    each_value,
+    no_new_figures,
+    open_dashboard,
+    png_of,
+)
 
 from attn_lib import SingleHeadAttention, plotting
 from attn_lib.data import MASK_CHOICES, article_example, example_setting
@@ -21,16 +29,7 @@ from attn_lib.widgets import (
     measure_update_latency,
 )
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def headless_backend():
-    """Draw off-screen, whatever backend the machine would pick."""
-    previous = plt.get_backend()
-    plt.switch_backend("Agg")
-    yield
-    plt.switch_backend(previous)
+pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
 CONTROL_VALUES = {"batch": [0, 1], "mask": list(MASK_CHOICES), "scaled": [True, False]}
@@ -38,21 +37,7 @@ CONTROL_VALUES = {"batch": [0, 1], "mask": list(MASK_CHOICES), "scaled": [True, 
 
 @pytest.fixture
 def dashboard():
-    before = len(plt.get_fignums())
-    dash = ArticleExampleDashboard()
-    yield dash
-    dash.close()
-    assert len(plt.get_fignums()) == before, "the dashboard leaked a pyplot figure"
-
-
-def png_of(dash: Dashboard) -> bytes:
-    """The image widget's value (ipywidgets keeps it as a memoryview) as bytes."""
-    return bytes(dash.image.value)
-
-
-def decode(png: bytes) -> np.ndarray:
-    assert png.startswith(PNG_MAGIC)
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+    yield from open_dashboard(ArticleExampleDashboard)
 
 
 def assert_shows(dash: ArticleExampleDashboard, batch: int, mask: str, scaled: bool) -> None:
@@ -62,7 +47,7 @@ def assert_shows(dash: ArticleExampleDashboard, batch: int, mask: str, scaled: b
     assert dash.last_error is None and dash.status.value == ""
     assert torch.equal(dash.result.weights, expected.weights)
     assert torch.equal(dash.result.keep, expected.keep)
-    assert not torch.isnan(dash.result.weights).any()
+    assert_no_nan(dash.result.weights)
     np.testing.assert_array_equal(dash.view.heatmap.image.get_array(), expected.weights.numpy())
     overlay = np.asarray(dash.view.heatmap.overlay.get_array())
     np.testing.assert_array_equal(overlay[..., 3] == 1.0, ~expected.keep.numpy())
@@ -71,8 +56,7 @@ def assert_shows(dash: ArticleExampleDashboard, batch: int, mask: str, scaled: b
     assert dash.figure.get_suptitle() == expected.title
     labels = [t.get_text() for t in dash.view.heatmap.ax.get_xticklabels()]
     assert labels == list(expected.key_labels)
-    image = decode(png_of(dash))
-    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    assert_png_fits_figure(dash)
 
 
 def test_default_state(dashboard):
@@ -83,17 +67,16 @@ def test_default_state(dashboard):
 
 @pytest.mark.parametrize(("name", "values"), CONTROL_VALUES.items())
 def test_each_control_each_value(dashboard, name, values):
-    figure, image_artist = dashboard.figure, dashboard.view.heatmap.image
-    for value in values:
-        previous_png = png_of(dashboard)
-        previous = dashboard.result
-        dashboard.controls[name].value = value
+    assert sorted(control_values(dashboard.controls[name])) == sorted(values)  # every option
+    image_artist = dashboard.view.heatmap.image
+    previous = dashboard.result
+    for _, previous_png in each_value(dashboard, name):  # the figure is reused...
         assert_shows(dashboard, **dashboard.values)
-        assert dashboard.figure is figure  # the figure is reused...
         assert dashboard.view.heatmap.image is image_artist  # ...and so are its artists
         expected_change = not torch.equal(previous.weights, dashboard.result.weights)
         if expected_change:
             assert png_of(dashboard) != previous_png
+        previous = dashboard.result
 
 
 def test_every_combination(dashboard):
@@ -108,25 +91,11 @@ def test_every_combination(dashboard):
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
-    for mask in MASK_CHOICES:
-        dashboard.controls["batch"].value = 1
-        dashboard.controls["mask"].value = mask
-        fast = decode(png_of(dashboard))
-        for artist in dashboard.view.dynamic_artists:
-            artist.set_animated(False)
-        try:
-            full = decode(plotting.figure_to_png(dashboard.figure))
-        finally:
-            for artist in dashboard.view.dynamic_artists:
-                artist.set_animated(True)
-        differs = (fast != full).any(axis=-1).mean()
-        assert differs < 1e-3, f"{differs:.2%} of the pixels differ for mask={mask}"
+    assert_blits_match_full_redraws(dashboard, [{"batch": 1, "mask": m} for m in MASK_CHOICES])
 
 
 def test_repr_is_a_fixed_sentence_and_a_widget_view(dashboard):
-    bundle = dashboard._repr_mimebundle_()
-    assert bundle["text/plain"] == ArticleExampleDashboard.plain_text
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    bundle = assert_repr_is_fixed_sentence(dashboard, ArticleExampleDashboard)
     assert ArticleExampleDashboard().plain_text == bundle["text/plain"]  # same in every kernel
 
 
@@ -149,26 +118,25 @@ class _SliderDashboard(Dashboard):
 
 
 def test_base_dashboard_pattern():
-    before = len(plt.get_fignums())
-    dash = _SliderDashboard()
-    slider = dash.controls["n"]
-    assert slider.continuous_update is False  # redraw on release, not on every pixel
-    assert png_of(dash).startswith(PNG_MAGIC)
-    slider.value = 3
-    assert dash.calls == [1, 3] and dash.last_error is None
-    slider.value = 5  # an error in a callback is shown in the status line, not raised
-    assert isinstance(dash.last_error, ValueError)
-    assert "five is not allowed" in dash.status.value
-    slider.value = 2
-    assert dash.last_error is None and dash.status.value == ""
-    dash.close()
-    assert dash.closed and dash.figure.axes == []
-    slider.value = 4  # no longer observed
-    assert dash.calls == [1, 3, 2]
-    with pytest.raises(RuntimeError, match="closed"):
-        dash.update()
-    dash.close()  # closing twice is harmless
-    assert len(plt.get_fignums()) == before
+    with no_new_figures():
+        dash = _SliderDashboard()
+        slider = dash.controls["n"]
+        assert slider.continuous_update is False  # redraw on release, not on every pixel
+        decode(png_of(dash))  # magic bytes and a real decode
+        slider.value = 3
+        assert dash.calls == [1, 3] and dash.last_error is None
+        slider.value = 5  # an error in a callback is shown in the status line, not raised
+        assert isinstance(dash.last_error, ValueError)
+        assert "five is not allowed" in dash.status.value
+        slider.value = 2
+        assert dash.last_error is None and dash.status.value == ""
+        dash.close()
+        assert dash.closed and dash.figure.axes == []
+        slider.value = 4  # no longer observed
+        assert dash.calls == [1, 3, 2]
+        with pytest.raises(RuntimeError, match="closed"):
+            dash.update()
+        dash.close()  # closing twice is harmless
 
 
 def test_base_render_must_be_implemented():

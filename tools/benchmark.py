@@ -91,9 +91,9 @@ def dashboard_classes() -> list[type]:
 
     found = []
     for name, obj in inspect.getmembers(widgets, inspect.isclass):
-        if issubclass(obj, widgets.Dashboard) and obj is not widgets.Dashboard:
-            if obj.__module__ == widgets.__name__ and not name.startswith("_"):
-                found.append(obj)
+        is_dashboard = issubclass(obj, widgets.Dashboard) and obj is not widgets.Dashboard
+        if is_dashboard and obj.__module__ == widgets.__name__ and not name.startswith("_"):
+            found.append(obj)
     return found
 
 

@@ -1,0 +1,129 @@
+"""Helpers shared by the dashboard and figure tests.
+
+Imported as ``from helpers import ...``: tests/ has no ``__init__.py``, so pytest's default
+("prepend") import mode puts tests/ on ``sys.path`` when it loads tests/conftest.py.
+The matching fixture, ``headless_backend``, lives in tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from PIL import Image
+
+from attn_lib import plotting
+from attn_lib.widgets import control_values
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def decode(png: bytes | memoryview) -> np.ndarray:
+    """Check that ``png`` is a PNG (magic bytes, then a real decode) and return its RGBA pixels."""
+    png = bytes(png)  # the Image widget holds a memoryview
+    assert png.startswith(PNG_MAGIC), "not a PNG"
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+
+def png_of(dash: Any) -> bytes:
+    """The dashboard's image widget value (ipywidgets keeps it as a memoryview) as bytes."""
+    return bytes(dash.image.value)
+
+
+def assert_png_fits_figure(dash: Any) -> np.ndarray:
+    """The dashboard's image is a valid PNG of exactly its figure's size; returns the pixels."""
+    image = decode(png_of(dash))
+    assert image.shape[:2] == dash.figure.canvas.get_width_height()[::-1]
+    return image
+
+
+def assert_no_nan(*tensors: torch.Tensor) -> None:
+    for t in tensors:
+        assert not torch.isnan(t).any(), "NaN where none was asked for"
+
+
+@contextmanager
+def no_new_figures(what: str = "the code") -> Iterator[None]:
+    """Fail if the block leaves pyplot with a different set of open figures."""
+    before = plt.get_fignums()
+    yield
+    assert plt.get_fignums() == before, f"{what} leaked a pyplot figure"
+
+
+def open_dashboard(
+    factory: Callable[..., Any], *args: Any, what: str = "the dashboard", **kwargs: Any
+) -> Iterator[Any]:
+    """Body of a dashboard fixture (``yield from open_dashboard(Cls)``): build it, check that
+    building made no pyplot figure, hand it to the test, close it, check that nothing leaked."""
+    before = plt.get_fignums()
+    dash = factory(*args, **kwargs)
+    assert plt.get_fignums() == before, f"building {what} created a pyplot figure"
+    yield dash
+    dash.close()
+    assert plt.get_fignums() == before, f"{what} leaked a pyplot figure"
+
+
+def blit_mismatch(dash: Any, dynamic: Any = None) -> float:
+    """Fraction of pixels where the dashboard's blitted PNG differs from a full redraw of its
+    figure (the dynamic artists drawn as ordinary artists); they are animated again after."""
+    dynamic = dash.view.dynamic_artists if dynamic is None else dynamic
+    fast = decode(png_of(dash))
+    for artist in dynamic:
+        artist.set_animated(False)
+    try:
+        full = decode(plotting.figure_to_png(dash.figure))
+    finally:
+        for artist in dynamic:
+            artist.set_animated(True)
+    assert fast.shape == full.shape
+    return float((fast != full).any(axis=-1).mean())
+
+
+def assert_repr_is_fixed_sentence(dash: Any, cls: type | None = None) -> dict:
+    """A dashboard displays as its widget, with its class's fixed sentence as the plain text."""
+    bundle = dash._repr_mimebundle_()
+    assert bundle["text/plain"] == (cls or type(dash)).plain_text
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    return bundle
+
+
+def each_value(
+    dash: Any, name: str, *, back_to_start: bool = False
+) -> Iterator[tuple[Any, bytes]]:
+    """Set control ``name`` to each value of ``control_values`` (the current value, then every
+    option, or min, middle and max), yielding ``(value, png before the change)`` once the
+    dashboard has updated. After every change the control holds the value and the figure is
+    the same object. ``back_to_start`` tries the current value last (so every step changes)."""
+    control = dash.controls[name]
+    values = control_values(control)
+    if back_to_start:
+        values = values[1:] + values[:1]
+    figure = dash.figure
+    for value in values:
+        previous_png = png_of(dash)
+        control.value = value
+        assert control.value == value
+        assert dash.figure is figure, "the figure was rebuilt, not reused"
+        yield value, previous_png
+
+
+def set_controls(dash: Any, values: dict[str, Any]) -> None:
+    """Set several controls, in the dict's order (each change updates the dashboard)."""
+    for name, value in values.items():
+        dash.controls[name].value = value
+
+
+def assert_blits_match_full_redraws(
+    dash: Any, settings: list[dict[str, Any]], tolerance: float = 1e-3
+) -> None:
+    """For each setting (control name → value, set in order), the blitted image differs from a
+    full redraw in fewer than ``tolerance`` of its pixels (antialiasing at the edges only)."""
+    for setting in settings:
+        set_controls(dash, setting)
+        differs = blit_mismatch(dash)
+        assert differs < tolerance, f"{differs:.2%} of the pixels differ for {setting}"
