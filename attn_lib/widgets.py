@@ -991,7 +991,11 @@ class MaskDashboard(Dashboard):
             ),
             "padding": _toggle_buttons(PADDING_SIDES, padding, "padding side", "64px"),
             "fill": widgets.Dropdown(
-                options=list(_FILL_OPTIONS), value=fill, description="fill value", style=style
+                options=list(_FILL_OPTIONS),
+                value=fill,
+                description="fill value",
+                style=style,
+                layout=widgets.Layout(width="380px"),  # the longest option shows in full
             ),
             "dtype": _toggle_buttons(MASK_DTYPES, dtype, "dtype", "80px"),
         }  # fmt: skip
