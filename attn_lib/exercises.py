@@ -3776,6 +3776,14 @@ _CROSSOVER_HINTS = {
 }
 
 
+def _known_mistake(got: float, known: list[tuple[float, str, str]]) -> tuple[str, str]:
+    """The (code, hint) of the first known wrong answer that ``got`` equals, else "wrong_value"."""
+    for value, code, why in known:
+        if math.isclose(got, value, rel_tol=1e-9):
+            return code, why
+    return "wrong_value", ""
+
+
 def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check a function that finds the L at which attention costs as much as the projections.
 
@@ -3817,10 +3825,7 @@ def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult
             (2 * want, "flops_mixed", _CROSSOVER_HINTS["flops_mixed"]),
             (want**2, "squared", "That is L², not L."),
         ]
-        code, why = next(
-            ((c, w) for value, c, w in known if math.isclose(got, value, rel_tol=1e-9)),
-            ("wrong_value", ""),
-        )
+        code, why = _known_mistake(got, known)
         return _not_yet(
             code,
             f"For {args} you gave L = {got:g}; the balance point is L = {want:g}. "
@@ -4414,8 +4419,7 @@ def check_score_matrix_bytes(fn: Callable, *, verbose: bool = True) -> CheckResu
             (want / 2**20, "mib", "That is in MiB; return bytes."),
             (want / 1e6, "megabytes", "That is in megabytes; return bytes."),
         ]  # fmt: skip
-        matches = [(c, w) for value, c, w in known if math.isclose(got, value, rel_tol=1e-9)]
-        code, why = matches[0] if matches else ("wrong_value", "")
+        code, why = _known_mistake(got, known)
         return _not_yet(code, f"For {args} you gave {got:,}; it is {want:,} "
                        f"bytes. {why}".rstrip(), verbose)  # fmt: skip
     return _passed(

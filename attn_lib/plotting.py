@@ -44,6 +44,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
+from .data import ConventionResult, DropoutSetting
 from .experiments import (
     COST_LENGTHS,
     MEMORY_METHOD_LABELS,
@@ -51,13 +52,21 @@ from .experiments import (
     WALK_L,
     WALK_PADDING,
     AttentionTimings,
+    CostCurves,
+    MaskSetting,
     MemorySetting,
     MemoryTable,
     OnlineSoftmaxWalk,
     PairCounts,
     PathLengths,
+    SaturationCurve,
+    SaturationRow,
+    ShapeWalkthrough,
+    SoftmaxOverflow,
+    TokenQKV,
     format_bytes,
 )
+from .training import RunOverview, ScalingExperiment, TrainingRun
 
 __all__ = [
     "ATTENTION_CMAP",
@@ -686,17 +695,6 @@ def plot_weights_and_row_sums(
 BIAS_LABELS = {"none": "no bias", "q": "bias on Q", "k": "bias on K", "v": "bias on V"}
 
 
-class _TokenLike(Protocol):
-    index: int
-    bias: str
-    query: torch.Tensor
-    key: torch.Tensor
-    value: torch.Tensor
-    scores: torch.Tensor
-    weights: torch.Tensor
-    output: torch.Tensor
-
-
 # (field, title, x label, y label, colour); panels in reading order, 2 rows × 3.
 _TOKEN_PANELS = (
     ("query", "query q_i: what it looks for", "dimension (0 … d_k − 1)", "entry", "tab:blue"),
@@ -711,7 +709,7 @@ _OWN_TOKEN_COLOR = "0.2"  # the token's own key in the scores and weights panels
 _GHOST = {"fill": False, "edgecolor": "black", "linestyle": "--", "linewidth": 1.0}
 
 
-def token_qkv_limits(results: Sequence[_TokenLike]) -> dict[str, tuple[float, float]]:
+def token_qkv_limits(results: Sequence[TokenQKV]) -> dict[str, tuple[float, float]]:
     """Shared y limits per field over several results, so that bars compare across settings.
 
     Args:
@@ -824,7 +822,7 @@ class TokenQKVView:
             artists += self.axes[field].lines  # the zero line stays on top of the bars
         return [*artists, *self.weight_texts, self.suptitle]
 
-    def update(self, result: _TokenLike, reference: _TokenLike) -> None:
+    def update(self, result: TokenQKV, reference: TokenQKV) -> None:
         """Show ``result`` as filled bars and ``reference`` (no bias) as dashed outlines."""
         if self.limits is None:
             self._set_limits(token_qkv_limits([result, reference]))
@@ -855,8 +853,8 @@ class TokenQKVView:
 
 
 def plot_token_qkv(
-    result: _TokenLike,
-    reference: _TokenLike,
+    result: TokenQKV,
+    reference: TokenQKV,
     tokens: Sequence[str],
     *,
     limits: dict[str, tuple[float, float]] | None = None,
@@ -883,8 +881,8 @@ def plot_token_qkv(
 
 
 def plot_bias_gallery(
-    results: Sequence[_TokenLike],
-    reference: _TokenLike,
+    results: Sequence[TokenQKV],
+    reference: TokenQKV,
     tokens: Sequence[str],
     *,
     panel_size: float = 2.7,
@@ -1444,39 +1442,6 @@ _SATURATION_STATS: dict[str, tuple[str, str, bool]] = {
 _D_K_TICKS = (1, 4, 16, 64, 256, 1024)
 
 
-class _CurveLike(Protocol):
-    """What the saturation plots read from attn_lib.experiments.SaturationCurve."""
-
-    scaling: str
-    temperature: float
-    L: int
-    n_rows: int
-    threshold: float
-    d_k: torch.Tensor
-    median_max_weight: torch.Tensor
-    median_entropy: torch.Tensor
-    saturated_fraction: torch.Tensor
-    grad_norm_median: torch.Tensor
-    grad_norm_p90: torch.Tensor
-    grad_norm_p99: torch.Tensor
-    grad_norm_mean: torch.Tensor
-
-
-class _RowLike(Protocol):
-    """What the saturation plots read from attn_lib.experiments.SaturationRow."""
-
-    d_k: int
-    scaling: str
-    temperature: float
-    scores: torch.Tensor
-    weights: torch.Tensor
-    jacobian: torch.Tensor
-    max_weight: float
-    entropy: float
-    jacobian_norm: float
-    grad_norm: float
-
-
 def _check_stat(stat: str) -> None:
     if stat not in _SATURATION_STATS:
         raise ValueError(f"stat must be one of {tuple(_SATURATION_STATS)}, got {stat!r}.")
@@ -1519,7 +1484,7 @@ def _stat_reference_lines(ax: Axes, stat: str, L: int) -> None:
 
 def draw_saturation_curves(
     ax: Axes,
-    curves: Mapping[str, _CurveLike],
+    curves: Mapping[str, SaturationCurve],
     stat: str,
     *,
     reference_lines: bool = True,
@@ -1570,7 +1535,7 @@ def draw_saturation_curves(
 
 
 def plot_saturation_curves(
-    curves: Mapping[str, _CurveLike],
+    curves: Mapping[str, SaturationCurve],
     stats: Sequence[str] = ("median_max_weight", "median_entropy"),
     *,
     suptitle: str | None = None,
@@ -1615,7 +1580,7 @@ def plot_saturation_curves(
 
 
 def plot_gradient_quantiles(
-    curves: Mapping[str, _CurveLike],
+    curves: Mapping[str, SaturationCurve],
     scalings: Sequence[str] = ("none", "sqrt"),
     *,
     panel_size: tuple[float, float] = (4.0, 3.4),
@@ -1682,7 +1647,7 @@ def plot_gradient_quantiles(
 
 
 def plot_saturation_rows(
-    rows: Sequence[_RowLike],
+    rows: Sequence[SaturationRow],
     *,
     ncols: int = 3,
     panel_size: tuple[float, float] = (3.3, 2.4),
@@ -1873,7 +1838,7 @@ class SaturationView:
             self.score_title, self.weight_title, self.jacobian_title, self.suptitle,
         ]  # fmt: skip
 
-    def update(self, row: _RowLike, curves: Mapping[str, _CurveLike]) -> None:
+    def update(self, row: SaturationRow, curves: Mapping[str, SaturationCurve]) -> None:
         """Show one row and the curves of its temperature, the row's scaling highlighted.
 
         Args:
@@ -1929,8 +1894,8 @@ class SaturationView:
 
 
 def plot_saturation_view(
-    row: _RowLike,
-    curves: Mapping[str, _CurveLike],
+    row: SaturationRow,
+    curves: Mapping[str, SaturationCurve],
     *,
     figsize: tuple[float, float] = (12.0, 7.0),
 ) -> Figure:
@@ -1972,21 +1937,6 @@ _IMPLEMENTATION_TITLES = {
     "MHA": "nn.MultiheadAttention",
     "SDPA": "SDPA (weights via value = I)",
 }
-
-
-class _ConventionLike(Protocol):
-    keep: torch.Tensor
-    passed_name: str
-    passed_text: Sequence[Sequence[str]]
-    passed_blocked: torch.Tensor
-    error: str | None
-    weights: dict[str, torch.Tensor | None]
-    max_abs_diff: dict[str, float]
-    nan_rows: dict[str, int]
-    key_labels: tuple[str, ...]
-
-    @property
-    def title(self) -> str: ...
 
 
 def _diff_lines(name: str, diff: float, nan_rows: int, missing: bool) -> str:
@@ -2148,7 +2098,7 @@ class ConventionView:
         return regions
 
     @staticmethod
-    def panel_keys(result: _ConventionLike) -> list[tuple]:
+    def panel_keys(result: ConventionResult) -> list[tuple]:
         """Hashable descriptions of what each panel shows for ``result`` (for caching)."""
         keep = _as_numpy_2d(result.keep, "keep").astype(bool).tobytes()
         mask_key = (
@@ -2165,7 +2115,7 @@ class ConventionView:
             keys.append((name, data, keep, title))
         return keys
 
-    def update(self, result: _ConventionLike) -> None:
+    def update(self, result: ConventionResult) -> None:
         """Show one setting (see :func:`attn_lib.data.convention_setting`)."""
         L = self.L
         keep = _as_numpy_2d(result.keep, "keep").astype(bool)
@@ -2283,7 +2233,7 @@ class PanelCacheRenderer(BlitRenderer):
 
 
 def plot_convention_setting(
-    result: _ConventionLike, figsize: tuple[float, float] = (13.0, 4.3)
+    result: ConventionResult, figsize: tuple[float, float] = (13.0, 4.3)
 ) -> Figure:
     """A static pyplot rendering of one mask-convention setting (the dashboard's view).
 
@@ -2302,7 +2252,7 @@ def plot_convention_setting(
 
 
 def plot_convention_gallery(
-    results: Sequence[_ConventionLike], *, panel_height: float = 4.0, width: float = 13.0
+    results: Sequence[ConventionResult], *, panel_height: float = 4.0, width: float = 13.0
 ) -> Figure:
     """Several mask-convention settings, one row of four panels each (a static gallery).
 
@@ -2335,22 +2285,6 @@ def plot_convention_gallery(
 
 NAN_COLOR = (0.84, 0.15, 0.16, 1.0)  # red, not a colour viridis uses: a NaN weight
 _NAN_CELL_TEXT = "NaN"
-
-
-class _MaskSettingLike(Protocol):
-    lengths: tuple[int, ...]
-    keep: torch.Tensor
-    weights: torch.Tensor | None
-    error: str | None
-
-    @property
-    def mass(self) -> tuple[float, ...]: ...
-
-    @property
-    def nan_rows(self) -> tuple[int, ...]: ...
-
-    @property
-    def title(self) -> str: ...
 
 
 def add_mask_nan_legend(fig: Figure) -> Legend:
@@ -2671,7 +2605,7 @@ class MaskSettingView:
         artists = [a for p in self.panels for a in p.dynamic_artists]
         return [*artists, self.error_text, self.suptitle]
 
-    def update(self, result: _MaskSettingLike) -> None:
+    def update(self, result: MaskSetting) -> None:
         """Show one setting: keep (B, L, L), weights (B, L, L) or None, error, mass."""
         refused = result.weights is None
         for b, panel in enumerate(self.panels):
@@ -2687,7 +2621,7 @@ class MaskSettingView:
 
 
 def plot_mask_setting(
-    result: _MaskSettingLike,
+    result: MaskSetting,
     figsize: tuple[float, float] = (11.0, 4.6),
     *,
     annotate: bool = True,
@@ -2711,7 +2645,7 @@ def plot_mask_setting(
 
 
 def plot_mask_gallery(
-    results: Sequence[_MaskSettingLike],
+    results: Sequence[MaskSetting],
     batch_index: int,
     labels: Sequence[str],
     *,
@@ -2762,26 +2696,6 @@ def plot_mask_gallery(
 # ---------------------------------------------------------------------------
 # Notebook 04: every shape of softmax(Q Kᵀ / √d_k) V, drawn to scale; what attention costs
 # ---------------------------------------------------------------------------
-
-
-class _WalkthroughLike(Protocol):
-    mode: str
-    B: int | None
-    L_q: int
-    L_k: int
-    d_model: int
-    d_k: int
-    d_v: int
-    query_tokens: tuple[str, ...]
-    key_tokens: tuple[str, ...]
-    weights: torch.Tensor
-
-    rows: Sequence  # of ShapeRow: step, expression, symbols, shape
-
-    def table(self) -> str: ...
-
-    @property
-    def title(self) -> str: ...
 
 
 # Box colours; Q, K, V and the output as in notebook 02's token panels.
@@ -2977,7 +2891,7 @@ class _ProjectionDiagram:
             for w, out in (("W_Q", "Q"), ("W_K", "K"), ("W_V", "V"))
         ]
 
-    def update(self, r: _WalkthroughLike) -> None:
+    def update(self, r: ShapeWalkthrough) -> None:
         lim = self.limits
         source = "x" if r.mode == "self" else "context"
         row_h = lim.row_height(max(lim.L_q, lim.L_k, lim.d))
@@ -3010,7 +2924,7 @@ class _AttentionDiagram:
             ax, ["weights", "V", "output"], ["·", "="], [L_k, d, d], limits
         )
 
-    def update(self, r: _WalkthroughLike) -> None:
+    def update(self, r: ShapeWalkthrough) -> None:
         lim = self.limits
         _check_shape_limits(r, lim)
         top = lim.rise + _SHAPE_LABEL
@@ -3031,7 +2945,7 @@ class _AttentionDiagram:
         return self.scores_row.dynamic_artists + self.output_row.dynamic_artists
 
 
-def _check_shape_limits(r: _WalkthroughLike, lim: ShapeDiagramLimits) -> None:
+def _check_shape_limits(r: ShapeWalkthrough, lim: ShapeDiagramLimits) -> None:
     too_big = (r.B or 1) > lim.B or r.L_q > lim.L_q or r.L_k > lim.L_k
     if too_big or max(r.d_model, r.d_k, r.d_v) > lim.d:
         raise ValueError(f"{r.title} does not fit the diagram's limits {lim}.")
@@ -3123,11 +3037,11 @@ class ShapeWalkthroughView:
             ha="left", va="center", fontsize=9.5, color="0.25",
         )  # fmt: skip
 
-    def background_key(self, result: _WalkthroughLike) -> object:
+    def background_key(self, result: ShapeWalkthrough) -> object:
         """What the non-dynamic artists depend on: the mode, and whether there is a batch."""
         return (result.mode, result.B is None)
 
-    def update(self, result: _WalkthroughLike) -> None:
+    def update(self, result: ShapeWalkthrough) -> None:
         """Show one setting (e.g. :func:`attn_lib.experiments.shape_walkthrough`).
 
         Raises:
@@ -3140,7 +3054,7 @@ class ShapeWalkthroughView:
         self.heatmap.update(r)
         self.suptitle.set_text(_SHAPE_SUPTITLES[r.mode])
 
-    def _update_table(self, r: _WalkthroughLike) -> None:
+    def _update_table(self, r: ShapeWalkthrough) -> None:
         # Columns that depend only on the mode are one text; the numbers are another,
         # placed after them, so that a blitting dashboard redraws only the numbers.
         header = ("step", "computed as", "shape")
@@ -3199,7 +3113,7 @@ class _SizedHeatmap:
             for i in range(max_L_q)
         ]  # fmt: skip
 
-    def update(self, result: _WalkthroughLike) -> None:
+    def update(self, result: ShapeWalkthrough) -> None:
         w = _as_numpy_2d(result.weights, "weights")
         L_q, L_k = w.shape
         extent = (-0.5, L_k - 0.5, L_q - 0.5, -0.5)
@@ -3232,7 +3146,7 @@ class _SizedHeatmap:
         return [self.artists.image, *cells, *self.key_labels, *self.query_labels]
 
 
-def plot_shape_walkthrough(result: _WalkthroughLike, *, annotate: bool = False) -> Figure:
+def plot_shape_walkthrough(result: ShapeWalkthrough, *, annotate: bool = False) -> Figure:
     """A static pyplot rendering of :class:`ShapeWalkthroughView` (end with ``plt.show()``).
 
     Args:
@@ -3255,7 +3169,7 @@ def plot_shape_walkthrough(result: _WalkthroughLike, *, annotate: bool = False) 
 
 
 def plot_shape_gallery(
-    results: Sequence[_WalkthroughLike], *, annotate: bool = True, suptitle: str | None = None
+    results: Sequence[ShapeWalkthrough], *, annotate: bool = True, suptitle: str | None = None
 ) -> Figure:
     """Several settings side by side: the attention diagram above the heatmap, to one scale.
 
@@ -3307,14 +3221,6 @@ def plot_shape_gallery(
     return fig
 
 
-class _CostCurvesLike(Protocol):
-    L: torch.Tensor
-    projection_macs: torch.Tensor
-    attention_macs: torch.Tensor
-    score_matrix_bytes: torch.Tensor
-    crossover: float
-
-
 _SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
 
@@ -3329,7 +3235,7 @@ def _power_of_ten_label(value: float, _position: object = None) -> str:
 
 
 def plot_attention_cost(
-    curves: _CostCurvesLike,
+    curves: CostCurves,
     *,
     qkv_bytes: torch.Tensor | np.ndarray | None = None,
     title: str | None = None,
@@ -3409,16 +3315,6 @@ _DROPOUT_SUMS_MAX = 2.6  # 1/(1 - p) at the slider's largest p = 0.6 is 2.5
 _NAIVE_COLOR = "0.62"
 _STABLE_COLOR = (0.16, 0.45, 0.56, 1.0)  # a blue-teal from viridis' middle
 _OVERFLOW_NAN_TEXT = (0.55, 0.0, 0.0, 1.0)
-
-
-class _DropoutLike(Protocol):
-    weights: torch.Tensor
-    dropped: torch.Tensor
-    row_sums: torch.Tensor
-    key_labels: tuple[str, ...]
-
-    @property
-    def title(self) -> str: ...
 
 
 def _dropout_legend(fig: Figure) -> Legend:
@@ -3507,7 +3403,7 @@ class DropoutView:
         ]  # fmt: skip
         return artists + ([self.suptitle] if self.suptitle is not None else [])
 
-    def update(self, setting: _DropoutLike, title: str | None = None) -> None:
+    def update(self, setting: DropoutSetting, title: str | None = None) -> None:
         """Show a setting: weights (L, L), dropped (L, L), row_sums (L,), key_labels, title."""
         update_attention_heatmap(self.heatmap, setting.weights, None, key_labels=setting.key_labels)
         dropped = setting.dropped.detach().cpu().numpy()
@@ -3527,7 +3423,7 @@ class DropoutView:
 
 
 def plot_dropout_setting(
-    setting: _DropoutLike, figsize: tuple[float, float] = (8.4, 4.2)
+    setting: DropoutSetting, figsize: tuple[float, float] = (8.4, 4.2)
 ) -> Figure:
     """A static pyplot rendering of one dropout setting, as the dashboard shows it.
 
@@ -3546,7 +3442,7 @@ def plot_dropout_setting(
 
 
 def plot_dropout_gallery(
-    settings: Sequence[_DropoutLike],
+    settings: Sequence[DropoutSetting],
     *,
     titles: Sequence[str] | None = None,
     suptitle: str | None = None,
@@ -3595,20 +3491,6 @@ def plot_dropout_gallery(
     return fig
 
 
-class _OverflowLike(Protocol):
-    largest: float
-    dtype: str
-    scores: torch.Tensor
-    naive: torch.Tensor
-    stable: torch.Tensor
-    threshold: float
-    sum_threshold: float
-    exp_largest: float
-
-    @property
-    def failure(self) -> str: ...
-
-
 class OverflowWeightsPanel:
     """Naive and stable softmax weights of one row side by side; NaN drawn as a hatched bar.
 
@@ -3648,7 +3530,7 @@ class OverflowWeightsPanel:
         """The artists :meth:`update` changes, in drawing order."""
         return [*self.naive.patches, *self.stable.patches, *self.nan_texts, self.note, self.title]
 
-    def update(self, result: _OverflowLike, title: str | None = None) -> None:
+    def update(self, result: SoftmaxOverflow, title: str | None = None) -> None:
         """Show the naive and stable weights of ``result``."""
         naive = result.naive.detach().cpu().numpy()
         stable = result.stable.detach().cpu().numpy()
@@ -3682,7 +3564,7 @@ def _overflow_legend_handles() -> list[Patch]:
     ]
 
 
-def overflow_title(result: _OverflowLike) -> str:
+def overflow_title(result: SoftmaxOverflow) -> str:
     """A one-line verdict for a SoftmaxOverflow result, for figure titles.
 
     Source: article section 4.3.
@@ -3741,12 +3623,12 @@ class SoftmaxOverflowView:
         ]  # fmt: skip
 
     @staticmethod
-    def score_top(result: _OverflowLike) -> float:
+    def score_top(result: SoftmaxOverflow) -> float:
         """Upper y limit of the scores panel: one of a few fixed levels (15, 30, 60, 120)."""
         need = 1.15 * max(float(result.scores.float().max()), result.threshold)
         return next((top for top in (15.0, 30.0, 60.0, 120.0) if need <= top), need)
 
-    def update(self, result: _OverflowLike) -> None:
+    def update(self, result: SoftmaxOverflow) -> None:
         """Show one :class:`attn_lib.experiments.SoftmaxOverflow` result."""
         scores = result.scores.float().numpy()
         for bar, s in zip(self.score_bars.patches, scores, strict=True):
@@ -3760,7 +3642,7 @@ class SoftmaxOverflowView:
         self.suptitle.set_text(overflow_title(result))
 
 
-def plot_softmax_overflow(result: _OverflowLike, figsize: tuple[float, float] = (9.0, 4.0)) -> Figure:
+def plot_softmax_overflow(result: SoftmaxOverflow, figsize: tuple[float, float] = (9.0, 4.0)) -> Figure:
     """A static pyplot rendering of one overflow setting, as the dashboard shows it.
 
     Returns:
@@ -3774,7 +3656,7 @@ def plot_softmax_overflow(result: _OverflowLike, figsize: tuple[float, float] = 
 
 
 def plot_softmax_overflow_gallery(
-    results: Sequence[_OverflowLike], *, suptitle: str | None = None, panel_width: float = 2.7
+    results: Sequence[SoftmaxOverflow], *, suptitle: str | None = None, panel_width: float = 2.7
 ) -> Figure:
     """Naive against stable softmax for several (dtype, largest score) settings.
 
@@ -3829,39 +3711,6 @@ _LOSS_YLIM = (5e-4, 3.0)  # every smoothed-loss quantile of notebook 09 lies in 
 _TARGET_EDGE = "black"
 
 
-class _RunLike(Protocol):
-    """What notebook 09's figures read from attn_lib.training.TrainingRun."""
-
-    setting: str
-    d_k: int
-    seeds: tuple[int, ...]
-    loss: torch.Tensor
-    entropy: torch.Tensor
-    grad_norm_q: torch.Tensor
-
-    @property
-    def steps(self) -> int: ...
-
-    @property
-    def n_seeds(self) -> int: ...
-
-    def band(self, what: str = "loss", quantiles: Sequence[float] = ..., *,
-             smooth: bool = True) -> torch.Tensor: ...  # fmt: skip
-
-    def smoothed_loss(self) -> torch.Tensor: ...
-
-    def steps_to_threshold(self) -> torch.Tensor: ...
-
-    def final_loss(self) -> torch.Tensor: ...
-
-
-class _ExperimentLike(Protocol):
-    settings: tuple[str, ...]
-    d_ks: tuple[int, ...]
-
-    def __getitem__(self, key: tuple[str, int]) -> _RunLike: ...
-
-
 def _training_style(setting: str) -> dict[str, str]:
     if setting not in TRAINING_STYLES:
         raise ValueError(f"setting must be one of {tuple(TRAINING_STYLES)}, got {setting!r}.")
@@ -3894,11 +3743,11 @@ def _loss_axis(ax: Axes, threshold: float, baseline: float, *, labels: bool = Tr
     ax.grid(alpha=0.3, which="major")
 
 
-def _stall_count(run: _RunLike, threshold: float, window: int) -> int:
+def _stall_count(run: TrainingRun, threshold: float, window: int) -> int:
     return int((run.loss[-window:].mean(dim=0) > threshold).sum())
 
 
-def draw_loss_band(ax: Axes, run: _RunLike, *, label: str | None = None,
+def draw_loss_band(ax: Axes, run: TrainingRun, *, label: str | None = None,
                    emphasis: bool = True) -> list[Artist]:  # fmt: skip
     """Draw one run's median smoothed loss and its interquartile band over seeds on ``ax``.
 
@@ -4008,7 +3857,7 @@ def plot_retrieval_task(
 
 
 def plot_loss_grid(
-    experiment: _ExperimentLike,
+    experiment: ScalingExperiment,
     threshold: float,
     baseline: float,
     *,
@@ -4059,7 +3908,7 @@ def plot_loss_grid(
 
 
 def plot_seed_curves(
-    runs: Sequence[_RunLike],
+    runs: Sequence[TrainingRun],
     threshold: float,
     baseline: float,
     *,
@@ -4109,7 +3958,7 @@ def plot_seed_curves(
 
 
 def plot_training_diagnostics(
-    experiment: _ExperimentLike,
+    experiment: ScalingExperiment,
     n_keys: int,
     *,
     window: int = 10,
@@ -4166,7 +4015,7 @@ def plot_training_diagnostics(
 
 
 def plot_loss_bands(
-    curves: Sequence[tuple[str, _RunLike]],
+    curves: Sequence[tuple[str, TrainingRun]],
     threshold: float,
     baseline: float,
     *,
@@ -4210,21 +4059,6 @@ def plot_loss_bands(
     ax.set_title(title)
     ax.legend(loc="lower left", fontsize=9, frameon=True)
     return fig
-
-
-class _OverviewLike(Protocol):
-    setting: str
-    d_k: int
-    steps: int
-    loss_band: torch.Tensor
-    medians: dict[str, torch.Tensor]
-    seed: int
-    weights: torch.Tensor
-    threshold: float
-    baseline: float
-
-    @property
-    def title(self) -> str: ...
 
 
 class RunOverviewView:
@@ -4290,7 +4124,7 @@ class RunOverviewView:
             self.suptitle,
         ]  # fmt: skip
 
-    def update(self, overview: _OverviewLike) -> None:
+    def update(self, overview: RunOverview) -> None:
         """Show one RunOverview (from :func:`attn_lib.training.run_overview`)."""
         band = overview.loss_band.numpy()  # (3, steps)
         lower, upper = np.clip(band[0], *_LOSS_YLIM), np.clip(band[2], *_LOSS_YLIM)
@@ -4311,7 +4145,7 @@ class RunOverviewView:
         self.suptitle.set_text(overview.title)
 
 
-def plot_run_overview(overview: _OverviewLike, settings: Sequence[str], n_keys: int, *,
+def plot_run_overview(overview: RunOverview, settings: Sequence[str], n_keys: int, *,
                       figsize: tuple[float, float] = (11.0, 4.4)) -> Figure:  # fmt: skip
     """A static pyplot rendering of :class:`RunOverviewView` (notebook 09's dashboard).
 
