@@ -194,6 +194,7 @@ class Dashboard:
         )
         self.last_error: Exception | None = None
         self.closed = False
+        self._holding = False  # True inside set(): control changes wait for one update
         for control in self.controls.values():
             if hasattr(control, "continuous_update"):
                 control.continuous_update = False
@@ -208,6 +209,43 @@ class Dashboard:
     def values(self) -> dict[str, Any]:
         """The current value of every control, by name."""
         return {name: control.value for name, control in self.controls.items()}
+
+    def set(self, **values: Any) -> None:
+        """Move several controls at once and redraw once, e.g. ``dash.set(d_k=512, scaled=False)``.
+
+        Setting the controls one by one (``dash.controls["d_k"].value = 512``) redraws after
+        each; this sets them all, then redraws once, which is what a teacher jumping to a
+        prepared setting wants. Controls not named keep their values; if no value changes,
+        nothing is redrawn.
+
+        Args:
+            **values: control name → new value (see ``dash.controls`` for the names).
+
+        Raises:
+            KeyError: a name that is not one of this dashboard's controls (the message
+                lists them); no control is changed.
+            RuntimeError: the dashboard has been closed.
+            traitlets.TraitError: a value the control refuses (e.g. outside a dropdown's
+                options); the controls set before it keep their new values and the image is
+                redrawn for them.
+        """
+        unknown = sorted(set(values) - set(self.controls))
+        if unknown:
+            raise KeyError(
+                f"{type(self).__name__} has no control named {', '.join(map(repr, unknown))}; "
+                f"its controls are {', '.join(map(repr, self.controls))}."
+            )
+        if self.closed:
+            raise RuntimeError("this dashboard is closed; build a new one.")
+        before = self.values
+        self._holding = True
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+        finally:
+            self._holding = False
+            if self.values != before:
+                self._on_change({})
 
     def render(self, **values: Any) -> None:
         """Update the figure's artists for these control values (subclasses implement it)."""
@@ -229,6 +267,8 @@ class Dashboard:
         return figure_to_png(self.figure)
 
     def _on_change(self, change: dict) -> None:
+        if self._holding:  # inside set(): it redraws once, at the end
+            return
         # An exception escaping a widget callback would be printed into the notebook by
         # the kernel; show it in the status line instead, and keep it for tests.
         try:
@@ -1432,11 +1472,11 @@ class ChunkedAttentionDashboard(Dashboard):
         """Set the step slider's range to the new walk's number of steps (no redraw)."""
         values = self.values
         n_steps = online_softmax_walk(walk_block_size(values["L"], values["block_size"])).n_steps
-        self._holding = True  # a clipped step value must not redraw with a half-set state
+        holding, self._holding = self._holding, True  # a clipped step must not redraw half-set
         try:
             self.controls["step"].max = n_steps
         finally:
-            self._holding = False
+            self._holding = holding  # still True inside set(), which redraws at its end
 
     def update(self) -> None:
         """As :meth:`Dashboard.update`, except while the step range is being set."""

@@ -113,9 +113,8 @@ def each_value(
 
 
 def set_controls(dash: Any, values: dict[str, Any]) -> None:
-    """Set several controls, in the dict's order (each change updates the dashboard)."""
-    for name, value in values.items():
-        dash.controls[name].value = value
+    """Set several controls, in the dict's order, with one redraw (``Dashboard.set``)."""
+    dash.set(**values)
 
 
 def assert_blits_match_full_redraws(

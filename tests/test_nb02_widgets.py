@@ -104,8 +104,7 @@ def test_each_control_each_value(dashboard, name):
 def test_every_combination_and_what_each_bias_does(dashboard):
     seen = set()
     for index, bias in itertools.product(range(len(SENTENCE.tokens)), experiments.BIAS_CHOICES):
-        dashboard.controls["token"].value = index
-        dashboard.controls["bias"].value = bias
+        dashboard.set(token=index, bias=bias)
         assert_shows(dashboard, index, bias)
         seen.add(png_of(dashboard))
         shown, plain = dashboard.result, dashboard.reference

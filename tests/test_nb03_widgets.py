@@ -130,9 +130,7 @@ def test_extreme_combinations(fresh):
     seen = set()
     for d_k, scaling, temperature in itertools.product((1, 1024), experiments.SCALINGS,
                                                        (0.25, 4.0)):  # fmt: skip
-        fresh.controls["d_k"].value = d_k
-        fresh.controls["scaling"].value = scaling
-        fresh.controls["temperature"].value = temperature
+        fresh.set(d_k=d_k, scaling=scaling, temperature=temperature)
         assert_shows(fresh, d_k, scaling, temperature)
         seen.add(png_of(fresh))
     # At d_k = 1 the three scalings give the same row, but the bold curve and the title differ.

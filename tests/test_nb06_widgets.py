@@ -269,9 +269,7 @@ def test_each_control_each_value(dashboard, name, values):
 def test_every_combination_and_cached_panels_equal_a_fresh_render(dashboard):
     seen = set()
     for convention, mask, sequence in itertools.product(CONVENTIONS, MASKS, (0, 1)):
-        dashboard.controls["convention"].value = convention
-        dashboard.controls["mask"].value = mask
-        dashboard.controls["sequence"].value = sequence
+        dashboard.set(convention=convention, mask=mask, sequence=sequence)
         assert_shows(dashboard, convention, mask, sequence)
         cached = decode(png_of(dashboard))
         seen.add(png_of(dashboard))

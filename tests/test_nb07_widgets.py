@@ -153,8 +153,7 @@ def test_every_fill_and_dtype_with_left_padding_and_causal(dashboard):
     dashboard.controls["padding"].value = "left"
     seen = set()
     for fill, dtype in itertools.product(MASK_FILLS, MASK_DTYPES):
-        dashboard.controls["fill"].value = fill
-        dashboard.controls["dtype"].value = dtype
+        dashboard.set(fill=fill, dtype=dtype)
         assert_shows(dashboard)
         r = dashboard.result
         seen.add(png_of(dashboard))

@@ -322,9 +322,7 @@ def test_every_control_at_min_middle_max(dash, name):
 def test_step_range_follows_L_and_block(dash):
     # One dashboard for every (L, block) pair: building one per pair cost ~1 s each.
     for L, block_size in itertools.product(COST_LENGTHS, COST_BLOCK_SIZES[::3] + (2048,)):
-        dash.controls["step"].value = dash.controls["step"].max
-        dash.controls["L"].value = L
-        dash.controls["block_size"].value = block_size
+        dash.set(step=dash.controls["step"].max, L=L, block_size=block_size)
         check_state(dash)
         assert dash.controls["step"].max == math.ceil(WALK_L / walk_block_size(L, block_size))
 

@@ -8,6 +8,7 @@ import ipywidgets
 import numpy as np
 import pytest
 import torch
+import traitlets
 from helpers import (
     assert_blits_match_full_redraws,
     assert_no_nan,
@@ -82,9 +83,7 @@ def test_each_control_each_value(dashboard, name, values):
 def test_every_combination(dashboard):
     seen = set()
     for batch, mask, scaled in itertools.product(*CONTROL_VALUES.values()):
-        dashboard.controls["batch"].value = batch
-        dashboard.controls["mask"].value = mask
-        dashboard.controls["scaled"].value = scaled
+        dashboard.set(batch=batch, mask=mask, scaled=scaled)
         assert_shows(dashboard, batch, mask, scaled)
         seen.add(png_of(dashboard))
     assert len(seen) == 12  # every setting looks different
@@ -137,6 +136,42 @@ def test_base_dashboard_pattern():
         with pytest.raises(RuntimeError, match="closed"):
             dash.update()
         dash.close()  # closing twice is harmless
+
+
+def test_set_moves_several_controls_and_redraws_once(dashboard):
+    renders = []
+    dashboard.image.observe(lambda change: renders.append(change["new"]), names="value")
+    dashboard.set(batch=1, mask="causal", scaled=False)
+    assert_shows(dashboard, 1, "causal", False)
+    assert len(renders) == 1  # one redraw for three controls
+    dashboard.set(batch=1)  # nothing changes: nothing is redrawn
+    assert len(renders) == 1
+    dashboard.controls["mask"].value = "padding"  # single controls still redraw at once
+    assert len(renders) == 2
+    assert dashboard.result.title == example_setting(1, "padding", False).title
+
+
+def test_set_refuses_unknown_names_and_bad_values(dashboard):
+    with pytest.raises(KeyError, match=r"no control named 'heads'.*'batch', 'mask', 'scaled'"):
+        dashboard.set(batch=1, heads=2)
+    assert dashboard.values["batch"] == 0  # nothing was changed
+    with pytest.raises(traitlets.TraitError):
+        dashboard.set(batch=1, mask="future")
+    assert_shows(dashboard, 1, "none", True)  # what was set before the bad value is drawn
+    dashboard.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        dashboard.set(batch=0)
+
+
+def test_set_reports_a_failed_render_in_the_status_line():
+    dash = _SliderDashboard()
+    try:
+        dash.set(n=5)
+        assert isinstance(dash.last_error, ValueError) and "five" in dash.status.value
+        dash.set(n=2)
+        assert dash.last_error is None and dash.calls == [1, 2]
+    finally:
+        dash.close()
 
 
 def test_base_render_must_be_implemented():

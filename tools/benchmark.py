@@ -16,6 +16,11 @@ P2  each dashboard's update latency: median over 20 control changes. Target <= 1
 P3  attn_lib.scaled_dot_product_attention forward at (B=8, L=512, d=64, float32) against a
     bare three-operation reference (matmul, softmax, matmul; no checks) and against
     torch.nn.functional.scaled_dot_product_attention. Target: ratio to bare <= 1.10.
+    The bare reference computes the same function, softmax(Q Kᵀ/√d_k) V, with the scale
+    folded into the query as attn_lib and nn.MultiheadAttention do, so the ratio measures
+    what the checks cost. An unscaled matmul-softmax-matmul is printed beside it: it is a
+    different function, and its softmax, fed scores √d_k times larger, spends time on
+    exponentials that underflow to subnormal numbers.
 P4  attn_lib.chunked_attention at L=8192: peak intermediate memory against the naive L x L
     path (computed from tensor sizes; target <= 5 %), and its time against SDPA (target
     <= 3x) and against the naive path.
@@ -71,7 +76,9 @@ def bench_pytest() -> None:
         tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "(no output)"
         report("P1", f"full pytest run ({tail})", f"{wall:.1f} s", "<= 60 s", wall <= 60)
         if proc.returncode != 0:
-            print("     pytest failed; its last lines:\n" + "\n".join(proc.stdout.splitlines()[-15:]))
+            print(
+                "     pytest failed; its last lines:\n" + "\n".join(proc.stdout.splitlines()[-15:])
+            )
         per_notebook: dict[str, float] = defaultdict(float)
         if junit.exists():
             for case in ET.parse(junit).getroot().iter("testcase"):
@@ -80,9 +87,21 @@ def bench_pytest() -> None:
                     notebook = classname.removeprefix("notebooks.")
                     per_notebook[notebook] += float(case.get("time", 0.0))
         for notebook, seconds in sorted(per_notebook.items()):
-            target = "<= 20 s" if notebook.startswith("09") else "<= 15 s" if notebook.startswith("10") else "<= 8 s"
+            target = (
+                "<= 20 s"
+                if notebook.startswith("09")
+                else "<= 15 s"
+                if notebook.startswith("10")
+                else "<= 8 s"
+            )
             limit = float(target.split()[1])
-            report("P1", f"  nbval {notebook} (cells only)", f"{seconds:.1f} s", target, seconds <= limit)
+            report(
+                "P1",
+                f"  nbval {notebook} (cells only)",
+                f"{seconds:.1f} s",
+                target,
+                seconds <= limit,
+            )
 
 
 # ---------------------------------------------------------------- P2: dashboards
@@ -124,7 +143,9 @@ def bench_dashboards(repeats: int) -> None:
             samples[name].append(statistics.median(widgets.measure_update_latency(board, 20)))
     for name, board in boards:
         med = statistics.median(samples[name])
-        report("P2", f"{name} update (median of 20 changes)", f"{med:.1f} ms", "<= 100 ms", med <= 100)
+        report(
+            "P2", f"{name} update (median of 20 changes)", f"{med:.1f} ms", "<= 100 ms", med <= 100
+        )
         board.close()
 
 
@@ -153,28 +174,46 @@ def bench_attention(repeats: int) -> None:
     g = torch.Generator().manual_seed(0)
     B, L, d = 8, 512, 64
     q, k, v = (torch.randn(B, L, d, generator=g) for _ in range(3))
+    scale = 1.0 / math.sqrt(d)
     with torch.no_grad():
         t = interleaved(
             {
                 "attn_lib": lambda: attn_lib.scaled_dot_product_attention(q, k, v),
-                "bare": lambda: torch.matmul(torch.softmax(torch.matmul(q, k.mT), dim=-1), v),
+                "bare": lambda: torch.matmul(
+                    torch.softmax(torch.matmul(q * scale, k.mT), dim=-1), v
+                ),
+                "bare_unscaled": lambda: torch.matmul(
+                    torch.softmax(torch.matmul(q, k.mT), dim=-1), v
+                ),
                 "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
             },
-            repeats=repeats,
+            repeats=max(20, 4 * repeats),  # 3 ms calls: many rounds are cheap and steadier
             inner=5,
         )
     ratio = t["attn_lib"] / t["bare"]
-    report("P3", f"attn_lib / bare at (B={B}, L={L}, d={d}), float32", f"{ratio:.3f}x", "<= 1.10", ratio <= 1.10)
+    report(
+        "P3",
+        f"attn_lib / bare at (B={B}, L={L}, d={d}), float32",
+        f"{ratio:.3f}x",
+        "<= 1.10",
+        ratio <= 1.10,
+    )
     print(
         f"     attn_lib {t['attn_lib'] * 1e3:.2f} ms, bare {t['bare'] * 1e3:.2f} ms, "
         f"SDPA {t['sdpa'] * 1e3:.2f} ms; attn_lib / SDPA = {t['attn_lib'] / t['sdpa']:.3f}x, "
         f"bare / SDPA = {t['bare'] / t['sdpa']:.3f}x"
     )
+    print(
+        f"     unscaled matmul-softmax-matmul (another function) {t['bare_unscaled'] * 1e3:.2f} ms;"
+        f" attn_lib / it = {t['attn_lib'] / t['bare_unscaled']:.3f}x"
+    )
 
     L = 8192
     q, k, v = (torch.randn(1, L, d, generator=g) for _ in range(3))
     block = inspect.signature(attn_lib.chunked_attention).parameters["block_size"].default
-    chunked_bytes = peak_intermediate_bytes(L, L, d, d, block_size=block, batch=(1,), method="chunked")
+    chunked_bytes = peak_intermediate_bytes(
+        L, L, d, d, block_size=block, batch=(1,), method="chunked"
+    )
     naive_bytes = peak_intermediate_bytes(L, L, d, d, block_size=block, batch=(1,), method="naive")
     share = chunked_bytes / naive_bytes
     report(
@@ -215,11 +254,21 @@ def bench_import(repeats: int) -> None:
     samples = []
     for _ in range(max(5, repeats)):
         out = subprocess.run(
-            [sys.executable, "-c", IMPORT_PROBE], capture_output=True, text=True, check=True, cwd=ROOT
+            [sys.executable, "-c", IMPORT_PROBE],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
         )
         samples.append(float(out.stdout.strip()))
     med = median_ms(samples)
-    report("P5", "import attn_lib after import torch (fresh interpreter)", f"{med:.1f} ms", "<= 50 ms", med <= 50)
+    report(
+        "P5",
+        "import attn_lib after import torch (fresh interpreter)",
+        f"{med:.1f} ms",
+        "<= 50 ms",
+        med <= 50,
+    )
 
 
 def main() -> int:
@@ -241,7 +290,9 @@ def main() -> int:
     bench_attention(args.repeats)
     bench_import(args.repeats)
     short = [r for r in rows if r[3].endswith("SHORT")]
-    print(f"\n{len(rows)} figures, {len(short)} short of target; benchmark took {time.perf_counter() - start:.0f} s")
+    print(
+        f"\n{len(rows)} figures, {len(short)} short of target; benchmark took {time.perf_counter() - start:.0f} s"
+    )
     for key, what, figure, target in short:
         print(f"  SHORT {key} {what.strip()}: {figure} (target {target.removesuffix(' SHORT')})")
     return 0

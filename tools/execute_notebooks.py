@@ -12,7 +12,9 @@ script) with ``notebooks/`` as working directory. The run stops at the first fai
 names the notebook and the cell. Afterwards the notebook gets the standard ``python3``
 kernelspec and the kernel's ``language_info`` (so JupyterLab opens it without a "Select
 Kernel" dialog), loses the saved widget state (readers without a kernel see the static
-gallery cells instead), and is checked for execution counts 1, 2, 3, ... before it is written.
+gallery cells instead), gets every cell's slide type from the rules of
+``tools/set_slide_metadata.py`` (some rules look at the outputs, so this comes after the run),
+and is checked for execution counts 1, 2, 3, ... before it is written.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import set_slide_metadata  # a sibling script in tools/, not a package
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -97,6 +102,7 @@ def finalise(nb: nbformat.NotebookNode, name: str) -> None:
     if "language_info" not in nb.metadata:
         raise NotebookFailed(f"{name}: the kernel sent no language_info")
     nb.metadata.pop("widgets", None)
+    set_slide_metadata.apply(nb)
     expected = 1
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":

@@ -1,0 +1,288 @@
+"""Static checks of the Binder configuration in binder/ (no network, no install).
+
+Binder builds the image with repo2docker, which reads its config files only from binder/ when
+that folder exists. These tests keep binder/ the one config folder, free of files that would
+change which build pack repo2docker picks, on the Python of the README and pyproject.toml, and
+pinned exactly like the root requirements.txt (torch as the CPU build). tools/check_binder_env.py
+builds the environment for real.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+REPO = Path(__file__).resolve().parent.parent
+BINDER = REPO / "binder"
+ROOT_REQUIREMENTS = REPO / "requirements.txt"
+BINDER_REQUIREMENTS = BINDER / "requirements.txt"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+# Files that repo2docker would act on instead of (or besides) binder/requirements.txt, by the
+# order of its build packs: each one either takes over the build or adds another runtime.
+CONFLICTING = {
+    "Dockerfile": "a plain Docker build; every other config file is ignored",
+    "default.nix": "the nix build pack; requirements.txt is ignored",
+    "Project.toml": "the Julia build pack",
+    "JuliaProject.toml": "the Julia build pack",
+    "REQUIRE": "the legacy Julia build pack",
+    "install.R": "the R build pack",
+    "DESCRIPTION": "the R build pack",
+    "environment.yml": "the conda build pack; requirements.txt and runtime.txt are ignored",
+    "environment.yaml": "the conda build pack; requirements.txt and runtime.txt are ignored",
+    "Pipfile": "the pipenv build pack; requirements.txt is ignored",
+    "Pipfile.lock": "the pipenv build pack; requirements.txt is ignored",
+    "requirements3.txt": "a second environment (only meant for Python 2 kernels)",
+    "setup.py": "ignored inside binder/, so it would only mislead",
+    "pyproject.toml": "ignored inside binder/, so it would only mislead",
+}
+# What this project keeps in binder/. Adding e.g. apt.txt or postBuild is fine: add it here.
+EXPECTED = {"requirements.txt", "runtime.txt"}
+
+
+# --- parsing requirement files --------------------------------------------------------------
+
+
+@dataclass
+class Requirements:
+    """A requirements file: exact pins by canonical name, and its option lines."""
+
+    pins: dict[str, Requirement] = field(default_factory=dict)
+    options: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def parse_requirements(text: str, source: str) -> Requirements:
+    """Split a requirements file into `name==version` pins and option lines (`-e .`, indexes).
+
+    Anything else (a range, a duplicate, a line packaging cannot parse) is listed in
+    `problems`, so that a test can name it instead of silently skipping it.
+    """
+    parsed = Requirements()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if not line:
+            continue
+        if line.startswith("-"):
+            parsed.options.append(" ".join(line.split()))
+            continue
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement as exc:
+            parsed.problems.append(f"{source}:{number}: cannot parse {line!r}: {exc}")
+            continue
+        specifiers = list(requirement.specifier)
+        if len(specifiers) != 1 or specifiers[0].operator != "==":
+            parsed.problems.append(f"{source}:{number}: {line!r} is not an exact `==` pin")
+            continue
+        name = canonicalize_name(requirement.name)
+        if name in parsed.pins:
+            parsed.problems.append(f"{source}:{number}: {requirement.name} is pinned twice")
+            continue
+        parsed.pins[name] = requirement
+    return parsed
+
+
+def pinned_version(requirement: Requirement) -> str:
+    return next(iter(requirement.specifier)).version
+
+
+def pin_mismatch(
+    name: str,
+    root_version: str,
+    binder_version: str | None,
+    root_label: str = "requirements.txt",
+    binder_label: str = "binder/requirements.txt",
+) -> str | None:
+    """None if the Binder pin equals the root pin, ignoring a local label such as `+cpu`;
+    otherwise a sentence that names both pins."""
+    root_pin = f"{name}=={root_version}"
+    if binder_version is None:
+        return f"{binder_label} does not pin {name}, but {root_label} pins {root_pin}"
+    try:
+        same = Version(Version(binder_version).public) == Version(Version(root_version).public)
+    except InvalidVersion as exc:
+        return f"{binder_label} pins {name}=={binder_version}: {exc}"
+    if same:
+        return None
+    return f"{binder_label} pins {name}=={binder_version} but {root_label} pins {root_pin}"
+
+
+def read(path: Path) -> str:
+    assert path.is_file(), f"{path.relative_to(REPO)} is missing"
+    return path.read_text(encoding="utf-8")
+
+
+ROOT = parse_requirements(ROOT_REQUIREMENTS.read_text(encoding="utf-8"), "requirements.txt")
+
+
+@pytest.fixture(scope="module")
+def binder() -> Requirements:
+    return parse_requirements(read(BINDER_REQUIREMENTS), "binder/requirements.txt")
+
+
+# --- the comparison itself -------------------------------------------------------------------
+
+
+def test_pin_mismatch_names_both_pins():
+    message = pin_mismatch("numpy", "2.4.6", "2.4.5")
+    assert message == (
+        "binder/requirements.txt pins numpy==2.4.5 but requirements.txt pins numpy==2.4.6"
+    )
+
+
+def test_pin_mismatch_names_a_missing_pin():
+    message = pin_mismatch("playwright", "1.2.3", None)
+    assert message is not None
+    assert "does not pin playwright" in message and "playwright==1.2.3" in message
+
+
+def test_pin_mismatch_ignores_only_the_local_label():
+    assert pin_mismatch("torch", "2.13.0", "2.13.0+cpu") is None
+    assert pin_mismatch("torch", "2.13.0", "2.13.0") is None
+    assert pin_mismatch("numpy", "2.4", "2.4.0") is None  # PEP 440: the same version
+    assert pin_mismatch("torch", "2.13.0", "2.13.1+cpu") is not None
+
+
+def test_parse_requirements_on_a_bad_file():
+    text = "--extra-index-url https://example.invalid\nnumpy==2.4.5  # note\nrich>=13\n-e .\n"
+    parsed = parse_requirements(text, "bad.txt")
+    assert list(parsed.pins) == ["numpy"]
+    assert parsed.options == ["--extra-index-url https://example.invalid", "-e ."]
+    assert parsed.problems == ["bad.txt:3: 'rich>=13' is not an exact `==` pin"]
+    message = pin_mismatch("numpy", "2.4.6", pinned_version(parsed.pins["numpy"]))
+    assert message == (
+        "binder/requirements.txt pins numpy==2.4.5 but requirements.txt pins numpy==2.4.6"
+    )
+
+
+# --- one config folder, nothing that takes over the build -----------------------------------
+
+
+def test_binder_is_the_only_config_folder():
+    assert BINDER.is_dir(), "binder/ is missing"
+    assert not (REPO / ".binder").exists(), (
+        "both binder/ and .binder/ exist; repo2docker refuses to build such a repository"
+    )
+
+
+def test_binder_holds_no_conflicting_config():
+    found = sorted(name for name in CONFLICTING if (BINDER / name).exists())
+    assert not found, "; ".join(
+        f"binder/{name} would trigger {CONFLICTING[name]}" for name in found
+    )
+
+
+def test_binder_holds_only_the_expected_files():
+    present = {path.name for path in BINDER.iterdir()}
+    assert present >= EXPECTED, f"binder/ lacks {sorted(EXPECTED - present)}"
+    extra = sorted(present - EXPECTED)
+    assert not extra, (
+        f"binder/ also holds {extra}; repo2docker acts on several file names there: check "
+        "what each does and add it to EXPECTED in tests/test_binder.py if it is intended"
+    )
+
+
+# --- Python version ---------------------------------------------------------------------------
+
+
+def runtime_python() -> str:
+    text = read(BINDER / "runtime.txt").strip()
+    assert re.fullmatch(r"python-\d+\.\d+", text), (
+        f"binder/runtime.txt says {text!r}; expected one line like 'python-3.11'"
+    )
+    return text.removeprefix("python-")
+
+
+def test_runtime_is_python_3_11():
+    assert runtime_python() == "3.11"
+
+
+def test_runtime_satisfies_requires_python():
+    with (REPO / "pyproject.toml").open("rb") as f:
+        requires = tomllib.load(f)["project"]["requires-python"]
+    runtime = runtime_python()
+    assert Version(runtime) in SpecifierSet(requires), (
+        f"binder/runtime.txt asks for Python {runtime}, outside requires-python {requires!r}"
+    )
+
+
+def test_runtime_matches_the_readme():
+    readme = read(REPO / "README.md")
+    stated = re.findall(r"Requires \*\*Python (\d+\.\d+)\*\*", readme)
+    assert len(stated) == 1, "README.md should state 'Requires **Python X.Y**' once"
+    assert runtime_python() == stated[0], (
+        f"binder/runtime.txt says python-{runtime_python()}, README.md says Python {stated[0]}"
+    )
+
+
+# --- pins -------------------------------------------------------------------------------------
+
+
+def test_both_files_hold_only_exact_pins(binder):
+    problems = ROOT.problems + binder.problems
+    assert not problems, "\n".join(problems)
+
+
+def test_root_pins_torch():
+    assert "torch" in ROOT.pins, "requirements.txt does not pin torch"
+
+
+@pytest.mark.parametrize("name", sorted(ROOT.pins))
+def test_root_pin_is_in_binder(binder, name):
+    root_version = pinned_version(ROOT.pins[name])
+    binder_version = pinned_version(binder.pins[name]) if name in binder.pins else None
+    message = pin_mismatch(ROOT.pins[name].name, root_version, binder_version)
+    assert message is None, message
+
+
+def test_binder_pins_nothing_the_root_does_not(binder):
+    extra = sorted(binder.pins.keys() - ROOT.pins.keys())
+    assert not extra, (
+        f"binder/requirements.txt pins {extra}, which requirements.txt does not: "
+        "Binder would run with packages a local install lacks"
+    )
+
+
+def test_binder_torch_is_the_cpu_build(binder):
+    assert "torch" in binder.pins, "binder/requirements.txt does not pin torch"
+    version = Version(pinned_version(binder.pins["torch"]))
+    assert version.local == "cpu", (
+        f"binder/requirements.txt pins torch=={version}; pin the CPU build, "
+        f"torch=={version.public}+cpu, or Binder's Linux build may pull the CUDA wheel"
+    )
+
+
+def option_values(options: list[str], *flags: str) -> list[str]:
+    """The values given to any of `flags` (`--flag value` or `--flag=value`)."""
+    values = []
+    for option in options:
+        flag, _, value = option.replace("=", " ", 1).partition(" ")
+        if flag in flags:
+            values.append(value.strip())
+    return values
+
+
+def test_binder_uses_the_cpu_index_besides_pypi(binder):
+    extra = [url.rstrip("/") for url in option_values(binder.options, "--extra-index-url")]
+    assert CPU_INDEX in extra, (
+        f"binder/requirements.txt lacks `--extra-index-url {CPU_INDEX}` (extra indexes: {extra})"
+    )
+    replaced = option_values(binder.options, "--index-url", "-i")
+    assert not replaced, f"binder/requirements.txt replaces PyPI with {replaced}"
+
+
+def test_binder_installs_attn_lib_editable(binder):
+    editable = {"-e .", "--editable .", "--editable=."}
+    assert editable & set(binder.options), (
+        "binder/requirements.txt lacks `-e .`: with binder/ present, repo2docker does not "
+        "install pyproject.toml by itself, and the notebooks could not import attn_lib"
+    )

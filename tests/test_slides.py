@@ -1,0 +1,228 @@
+"""The notebooks as slide decks: every cell's slide type follows tools/set_slide_metadata.py,
+and each notebook converts with nbconvert's SlidesExporter into the slides its metadata says.
+
+The conversion runs in-process and offline: the HTML only refers to reveal.js by URL (the
+exporter's default CDN address), nothing is fetched. Two filters of the HTML template are
+replaced by cheap ones: pygments colouring and bleach cleaning of the code (together ~1 s per
+notebook, three quarters of the conversion time) do not depend on the slide metadata tested.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+HIDDEN = ("skip", "notes")  # slide types reveal.js does not show on a slide
+
+
+def load_tool():
+    """tools/set_slide_metadata.py as a module (tools/ is not a package)."""
+    name = "set_slide_metadata"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+tool = load_tool()
+
+
+def stored_types(nb) -> list[str]:
+    return [c.metadata.get("slideshow", {}).get("slide_type", "-") for c in nb.cells]
+
+
+# --- the stored metadata --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cell_has_the_slide_type_the_rules_give(path):
+    nb = nbformat.read(path, as_version=4)
+    invalid = [
+        (i, c.metadata.get("slideshow", {}).get("slide_type"))
+        for i, c in enumerate(nb.cells)
+        if tool.current_type(c) is None
+    ]
+    assert not invalid, (
+        f"{path.name}: cells without a valid slide type (index, value): {invalid[:10]}; "
+        "run python tools/set_slide_metadata.py"
+    )
+    wrong = tool.differences(nb)
+    assert not wrong, (
+        f"{path.name}: slide types that differ from the rules (index, stored, expected): "
+        f"{wrong[:10]}; run python tools/set_slide_metadata.py"
+    )
+
+
+# --- the rules on small notebooks -------------------------------------------------------------
+
+
+def stream(text: str):
+    return new_output("stream", name="stdout", text=text)
+
+
+def test_the_rules_on_a_small_lesson():
+    solution = new_code_cell("# Solution\nx = 1", outputs=[stream("1\n")])
+    solution.metadata["tags"] = ["solution"]
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# 99 · A lesson\n\nWhat you will learn."),
+            new_code_cell(
+                "import math\n\nimport torch\n\ntorch.manual_seed(0)\n%matplotlib inline"
+            ),
+            new_markdown_cell("## 1 · A section\n\nIts introduction."),
+            new_code_cell("print(math.pi)", outputs=[stream("3.1416\n")]),
+            new_markdown_cell("> **Careful.** The article says otherwise."),
+            new_code_cell("assert math.pi > 3"),
+            new_code_cell("print(2)", outputs=[stream("2\n")]),
+            new_code_cell(""),
+            new_markdown_cell("### Exercise 1 · Try it"),
+            new_code_cell("def f(x):\n    ..."),
+            new_code_cell("check(f)", outputs=[stream("Not yet.\n")]),
+            solution,
+        ]
+    )
+    assert tool.slide_types(nb) == [
+        "slide",  # the title
+        "skip",  # imports, seeding and a magic: setup
+        "slide",  # ## heading
+        "fragment",  # a result, revealed after the introduction
+        "fragment",  # a Careful callout
+        "-",  # no output: shown with the callout it checks
+        "fragment",
+        "skip",  # empty
+        "subslide",  # ### heading
+        "-",
+        "fragment",
+        "skip",  # the solution
+    ]
+
+
+def test_a_long_section_is_split_between_steps_not_inside_one():
+    steps = [
+        cell
+        for _ in range(4)
+        for cell in (
+            new_markdown_cell("A claim."),
+            new_code_cell("print(table)", outputs=[stream("row\n" * 12)]),  # ~350 px
+        )
+    ]
+    nb = new_notebook(cells=[new_markdown_cell("# T"), new_markdown_cell("## S"), *steps])
+    types = tool.slide_types(nb)
+    assert types[:4] == ["slide", "slide", "fragment", "fragment"]
+    # Every later claim opens a subslide (two steps do not fit), and its code stays with it.
+    assert types[4:] == ["subslide", "fragment"] * 3
+
+
+def test_a_heading_counts_anywhere_in_a_cell_but_not_inside_a_code_block():
+    def level(source):
+        return tool.heading_level(new_markdown_cell(source))
+
+    assert level("## 8 · Check yourself\n\nIntro.\n\n### Exercise 1") == 2
+    assert level("The end of section 2.\n\n## 3 · The next section") == 2
+    assert level("Run this:\n\n```bash\n# a comment, not a heading\nls\n```") is None
+    assert level("#hashtag is no heading either") is None
+
+
+def test_setup_is_only_imports_and_configuration():
+    def setup(source, outputs=()):
+        return tool.is_setup(new_code_cell(source, outputs=list(outputs)))
+
+    assert setup("import torch\ntorch.set_printoptions(precision=4)\n_ = torch.manual_seed(0)")
+    assert not setup("import torch\nx = torch.zeros(3)")  # computes something
+    assert not setup("import sys\nprint(sys.version)", [stream("3.11\n")])  # the reader sees it
+    assert not setup("!pip install torch")  # not Python
+    tagged = new_code_cell("x = load_everything()")
+    tagged.metadata["tags"] = ["setup"]
+    assert tool.is_setup(tagged)
+
+
+def test_slide_keep_is_respected_and_applying_twice_changes_nothing():
+    kept = new_markdown_cell("Say this aloud.")
+    kept.metadata.update(tags=["slide-keep"], slideshow={"slide_type": "notes"})
+    nb = new_notebook(cells=[new_markdown_cell("# T"), kept, new_markdown_cell("More.")])
+    assert tool.apply(nb) == 2
+    assert stored_types(nb) == ["slide", "notes", "fragment"]
+    assert tool.apply(nb) == 0
+    assert tool.differences(nb) == []
+
+
+def test_the_script_writes_only_slide_metadata_and_check_then_passes(tmp_path, capsys):
+    source = REPO / "notebooks" / "00_start_here.ipynb"
+    copy = tmp_path / source.name
+    shutil.copyfile(source, copy)
+    for cell in (nb := nbformat.read(copy, as_version=4)).cells:
+        cell.metadata.pop("slideshow", None)
+    nbformat.write(nb, copy)
+
+    assert tool.main(["--check", str(copy)]) == 1
+    assert tool.main([str(copy)]) == 0
+    assert tool.main(["--check", str(copy)]) == 0
+    capsys.readouterr()
+
+    written = nbformat.read(copy, as_version=4)
+    assert all(tool.current_type(c) for c in written.cells)
+    for cell in written.cells:
+        del cell.metadata["slideshow"]
+    assert written == nb, "the script changed something besides metadata.slideshow"
+
+
+# --- conversion with nbconvert --------------------------------------------------------------
+
+
+def plain_code(source: str, **_: object) -> str:
+    return f"<pre>{html.escape(source)}</pre>"
+
+
+@pytest.fixture(scope="module")
+def exporter():
+    from nbconvert import SlidesExporter
+
+    return SlidesExporter(filters={"clean_html": lambda text: text, "highlight_code": plain_code})
+
+
+def section_counts(page: str) -> tuple[int, int]:
+    """(top-level sections, sections one level down) in the HTML; checks that they nest."""
+    depth, counts = 0, [0, 0, 0]
+    for match in re.finditer(r"<(/?)section\b", page):
+        if match.group(1):
+            depth -= 1
+            assert depth >= 0, "a </section> closes nothing"
+        else:
+            counts[min(depth, 2)] += 1
+            depth += 1
+    assert depth == 0, "a <section> is never closed"
+    assert counts[2] == 0, "reveal.js slides nest two levels deep, not three"
+    return counts[0], counts[1]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_converts_to_the_slides_its_metadata_describes(path, exporter):
+    nb = nbformat.read(path, as_version=4)
+    types = stored_types(nb)
+    # nbconvert turns the first shown cell into a slide, whatever its type.
+    first = next(i for i, t in enumerate(types) if t not in HIDDEN)
+    types[first] = "slide"
+
+    page, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem}})
+
+    slides, subslides = section_counts(page)
+    assert slides == types.count("slide")
+    assert subslides == types.count("slide") + types.count("subslide")  # one per slide, too
+    assert page.count('<div class="fragment"') == types.count("fragment")
+    shown = sum(t != "skip" for t in types)  # notes are rendered, as speaker notes
+    assert len(re.findall(r'class="jp-Cell ', page)) == shown, "a skipped cell was rendered"
+    title = nb.cells[0].source.strip().splitlines()[0].lstrip("#").strip()
+    assert html.escape(title, quote=False) in page, f"title {title!r} missing"
+    assert f'"{exporter.reveal_url_prefix}/dist/reveal.js"' in page  # a reference, not a copy
