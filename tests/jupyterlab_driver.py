@@ -273,6 +273,10 @@ def launch_lab(root: Path, home: Path) -> LabServer:
 
 def _spawn(root: Path, env: dict[str, str], log_path: Path) -> LabServer:
     port, token = free_port(), secrets.token_hex(24)
+    # Opening a notebook makes JupyterLab create a checkpoint (a copy of the file) when it has
+    # none, in .ipynb_checkpoints/ beside it; keep those copies out of the repository. (An
+    # absolute checkpoint_dir is used as it is: jupyter_server joins it to each file's folder.)
+    checkpoints = log_path.parent / "checkpoints"
     command = [
         sys.executable, "-m", "jupyterlab",
         "--no-browser", "--allow-root",
@@ -281,6 +285,7 @@ def _spawn(root: Path, env: dict[str, str], log_path: Path) -> LabServer:
         # Nothing this test needs, and each costs start-up time or network look-ups.
         "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly",
         "--ServerApp.jpserver_extensions={'jupyter_lsp': False}",
+        f"--FileCheckpoints.checkpoint_dir={checkpoints}",
     ]  # fmt: skip
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -418,14 +423,19 @@ class NotebookPage:
         self.server = server
         self.loaded = False
         # Every request of the page that would change a file through the server (a save, a
-        # rename, a checkpoint …): "PUT /api/contents/notebooks/x.ipynb".
+        # rename, a deletion, restoring a checkpoint …): "PUT /api/contents/notebooks/x.ipynb".
+        # Creating a checkpoint ("POST …/x.ipynb/checkpoints", which JupyterLab does when it
+        # opens a file that has none) copies the file and leaves it as it is.
         self.content_writes: list[str] = []
         page.on("request", self._note_content_write)
 
     def _note_content_write(self, request: Request) -> None:
-        path = urllib.parse.urlsplit(request.url).path
-        if request.method != "GET" and path.startswith("/api/contents"):
-            self.content_writes.append(f"{request.method} {urllib.parse.unquote(path)}")
+        path = urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
+        if request.method == "GET" or not path.startswith("/api/contents"):
+            return
+        if request.method == "POST" and path.endswith("/checkpoints"):
+            return
+        self.content_writes.append(f"{request.method} {path}")
 
     def open_notebook(self, path: str, timeout_ms: float = 60_000) -> OpenNotebook:
         """Open ``path`` (relative to the server root) and wait until its kernel is idle.

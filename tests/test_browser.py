@@ -329,3 +329,40 @@ def test_missing_chromium_fails_when_required(monkeypatch):
     monkeypatch.setenv("REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match="REQUIRE_BROWSER=1, but ATTN_CHROMIUM="):
         chromium_or_unavailable()
+
+
+# --- which requests count as writing a notebook -------------------------------------------
+
+
+class _FakePage:
+    def on(self, event, handler):
+        self.handler = handler
+
+
+@dataclass
+class _FakeRequest:
+    method: str
+    url: str
+
+
+def test_only_requests_that_change_a_file_count_as_writes():
+    # In a fresh clone no checkpoint exists, and JupyterLab creates one (a copy) on opening a
+    # notebook: that POST must not count, or the test fails on every clean checkout.
+    page = _FakePage()
+    nb = NotebookPage(page, server=None)
+    base = "http://127.0.0.1:8888/api/contents/notebooks/07_masks.ipynb"
+    for method, url in [
+        ("GET", base),
+        ("POST", base + "/checkpoints"),
+        ("PUT", base),
+        ("PATCH", base),
+        ("DELETE", base),
+        ("POST", base + "/checkpoints/checkpoint"),  # restoring a checkpoint rewrites the file
+    ]:
+        page.handler(_FakeRequest(method, url))
+    assert nb.content_writes == [
+        "PUT /api/contents/notebooks/07_masks.ipynb",
+        "PATCH /api/contents/notebooks/07_masks.ipynb",
+        "DELETE /api/contents/notebooks/07_masks.ipynb",
+        "POST /api/contents/notebooks/07_masks.ipynb/checkpoints/checkpoint",
+    ]
