@@ -216,36 +216,62 @@ class Dashboard:
         Setting the controls one by one (``dash.controls["d_k"].value = 512``) redraws after
         each; this sets them all, then redraws once, which is what a teacher jumping to a
         prepared setting wants. Controls not named keep their values; if no value changes,
+        nothing is redrawn. The result does not depend on the order of the arguments, even
+        where one control's range follows another's (a step slider whose maximum follows the
+        sequence length).
+
+        All or nothing: if a value is refused, every control returns to where it was and
         nothing is redrawn.
 
         Args:
             **values: control name → new value (see ``dash.controls`` for the names).
 
         Raises:
-            KeyError: a name that is not one of this dashboard's controls (the message
-                lists them); no control is changed.
             RuntimeError: the dashboard has been closed.
-            traitlets.TraitError: a value the control refuses (e.g. outside a dropdown's
-                options); the controls set before it keep their new values and the image is
-                redrawn for them.
+            KeyError: a name that is not one of this dashboard's controls (the message
+                lists them).
+            ValueError: a value outside a slider's range (a slider would silently clamp
+                it); the message gives the range.
+            traitlets.TraitError: a value the control refuses (e.g. not one of a dropdown's
+                options).
         """
+        if self.closed:
+            raise RuntimeError("this dashboard is closed; build a new one.")
         unknown = sorted(set(values) - set(self.controls))
         if unknown:
             raise KeyError(
                 f"{type(self).__name__} has no control named {', '.join(map(repr, unknown))}; "
                 f"its controls are {', '.join(map(repr, self.controls))}."
             )
-        if self.closed:
-            raise RuntimeError("this dashboard is closed; build a new one.")
         before = self.values
         self._holding = True
         try:
-            for name, value in values.items():
-                self.controls[name].value = value
+            try:
+                self._assign(values)
+                clamped = {n: v for n, v in values.items() if self.controls[n].value != v}
+                if clamped:
+                    name, value = next(iter(clamped.items()))
+                    control = self.controls[name]
+                    span = f", [{control.min}, {control.max}]," if hasattr(control, "max") else ""
+                    raise ValueError(
+                        f"{name}={value!r} is outside the range of the {name!r} control{span} "
+                        f"for the other values of this call; nothing was changed."
+                    )
+            except Exception:
+                self._assign(before)  # all or nothing
+                raise
         finally:
             self._holding = False
-            if self.values != before:
-                self._on_change({})
+        if self.values != before:
+            self._on_change({})
+
+    def _assign(self, values: Mapping[str, Any]) -> None:
+        """Set controls (no redraw: inside set()). Twice, so that a value clipped by a range
+        that a later control widened (a step slider's maximum) is set again once it fits."""
+        for _ in range(2):
+            for name, value in values.items():
+                if self.controls[name].value != value:
+                    self.controls[name].value = value
 
     def render(self, **values: Any) -> None:
         """Update the figure's artists for these control values (subclasses implement it)."""

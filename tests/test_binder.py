@@ -79,6 +79,14 @@ def parse_requirements(text: str, source: str) -> Requirements:
         except InvalidRequirement as exc:
             parsed.problems.append(f"{source}:{number}: cannot parse {line!r}: {exc}")
             continue
+        if requirement.marker is not None or requirement.extras or requirement.url:
+            # `x==1; sys_platform == "win32"` would not be installed on Binder's Linux, and
+            # extras or a URL install something else than the pin says.
+            parsed.problems.append(
+                f"{source}:{number}: {line!r} has an environment marker, extras or a URL; "
+                f"write a plain `name==version` pin"
+            )
+            continue
         specifiers = list(requirement.specifier)
         if len(specifiers) != 1 or specifiers[0].operator != "==":
             parsed.problems.append(f"{source}:{number}: {line!r} is not an exact `==` pin")
@@ -150,6 +158,20 @@ def test_pin_mismatch_ignores_only_the_local_label():
     assert pin_mismatch("torch", "2.13.0", "2.13.0") is None
     assert pin_mismatch("numpy", "2.4", "2.4.0") is None  # PEP 440: the same version
     assert pin_mismatch("torch", "2.13.0", "2.13.1+cpu") is not None
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['matplotlib==3.11.2; sys_platform == "win32"', "ipywidgets[test]==8.1.9"],
+)
+def test_parse_requirements_refuses_markers_and_extras(line):
+    parsed = parse_requirements(line + "\n", "binder/requirements.txt")
+    assert not parsed.pins
+    expected = (
+        f"binder/requirements.txt:1: {line!r} has an environment marker, extras or a URL; "
+        f"write a plain `name==version` pin"
+    )
+    assert parsed.problems == [expected]
 
 
 def test_parse_requirements_on_a_bad_file():

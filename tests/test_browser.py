@@ -91,9 +91,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     try:
         # Chromium starts while the server does.
         playwright = sync_playwright().start()
-        browser = playwright.chromium.launch(
-            executable_path=chromium, headless=True, args=CHROMIUM_ARGS
-        )
+        launch_error = None
+        try:
+            browser = playwright.chromium.launch(
+                executable_path=chromium, headless=True, args=CHROMIUM_ARGS
+            )
+        except PlaywrightError as err:  # e.g. ATTN_CHROMIUM=/bin/false: say so in one line
+            launch_error = str(err).strip().splitlines()[0]
+        if launch_error is not None:
+            unavailable(f"the browser at {chromium} did not start: {launch_error}")
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(LOAD_TIMEOUT_S * 1000)
         t1 = time.monotonic()

@@ -133,6 +133,8 @@ def test_a_heading_counts_anywhere_in_a_cell_but_not_inside_a_code_block():
     assert level("The end of section 2.\n\n## 3 · The next section") == 2
     assert level("Run this:\n\n```bash\n# a comment, not a heading\nls\n```") is None
     assert level("#hashtag is no heading either") is None
+    assert level("Or this:\n\n~~~bash\n# a comment\n~~~\n\nText.") is None  # tilde fences
+    assert level("~~~\n```\n# inside\n```\n~~~\n## After") == 2  # a fence ends with its kind
 
 
 def test_setup_is_only_imports_and_configuration():
@@ -143,9 +145,21 @@ def test_setup_is_only_imports_and_configuration():
     assert not setup("import torch\nx = torch.zeros(3)")  # computes something
     assert not setup("import sys\nprint(sys.version)", [stream("3.11\n")])  # the reader sees it
     assert not setup("!pip install torch")  # not Python
+    assert not setup("%%bash\nimport this_is_bash")  # a cell magic's body is not Python
     tagged = new_code_cell("x = load_everything()")
     tagged.metadata["tags"] = ["setup"]
     assert tool.is_setup(tagged)
+
+
+def test_a_solution_is_skipped_even_as_the_first_cell_and_bad_metadata_is_replaced():
+    first = new_code_cell("answer = 42", outputs=[stream("42\n")])
+    first.metadata["tags"] = ["solution"]
+    odd = new_markdown_cell("## A section")
+    odd.metadata["slideshow"] = "slide"  # a bare string, not {"slide_type": ...}
+    nb = new_notebook(cells=[first, odd])
+    assert [want for _, _, want in tool.differences(nb)] == ["skip", "slide"]
+    assert tool.apply(nb) == 2
+    assert stored_types(nb) == ["skip", "slide"] and tool.differences(nb) == []
 
 
 def test_slide_keep_is_respected_and_applying_twice_changes_nothing():

@@ -155,12 +155,25 @@ def test_set_refuses_unknown_names_and_bad_values(dashboard):
     with pytest.raises(KeyError, match=r"no control named 'heads'.*'batch', 'mask', 'scaled'"):
         dashboard.set(batch=1, heads=2)
     assert dashboard.values["batch"] == 0  # nothing was changed
+    renders = []
+    dashboard.image.observe(lambda change: renders.append(change), names="value")
     with pytest.raises(traitlets.TraitError):
         dashboard.set(batch=1, mask="future")
-    assert_shows(dashboard, 1, "none", True)  # what was set before the bad value is drawn
+    assert_shows(dashboard, 0, "none", True)  # all or nothing: batch went back to 0
+    assert renders == []  # and nothing was redrawn
     dashboard.close()
     with pytest.raises(RuntimeError, match="closed"):
-        dashboard.set(batch=0)
+        dashboard.set(batch=0, heads=2)  # closed is said first
+
+
+def test_set_refuses_values_a_slider_would_clamp():
+    dash = _SliderDashboard()  # slider n in [0, 5]
+    try:
+        with pytest.raises(ValueError, match=r"n=9 is outside the range .*\[0, 5\]"):
+            dash.set(n=9)
+        assert dash.values == {"n": 1} and dash.calls == [1]  # unchanged, not redrawn
+    finally:
+        dash.close()
 
 
 def test_set_reports_a_failed_render_in_the_status_line():

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Give every cell of the notebooks a slide type, so that each notebook is also a slide deck.
 
-Usage (from anywhere; paths are relative to the repository):
+Usage (from anywhere; a path is taken from the current directory, or else from the
+repository's root):
 
     python tools/set_slide_metadata.py                  # every notebooks/*.ipynb, sorted
     python tools/set_slide_metadata.py notebooks/07_masks.ipynb
@@ -16,10 +17,10 @@ first that matches wins):
 
 1. **Override.** A cell tagged ``slide-keep`` keeps the slide type it has (set one by hand, in
    JupyterLab's property inspector, then add the tag); without a valid one the rules below apply.
-2. **Title.** The first cell is a "slide": the title slide.
-3. **Hidden solutions** (tag ``solution``) are "skip": a slide must not give the answer away.
+2. **Hidden solutions** (tag ``solution``) are "skip": a slide must not give the answer away.
+3. **Title.** The first cell is a "slide": the title slide.
 4. **Setup** is "skip": a code cell tagged ``setup``, or a code cell without outputs whose every
-   statement is an import, a line magic, or a call that only configures the session
+   statement is an import, a line magic (a cell magic such as ``%%bash`` is not setup), or a call that only configures the session
    (``torch.set_printoptions``, ``torch.set_grad_enabled``, ``torch.manual_seed``,
    ``warnings.filterwarnings``, ... see ``SETUP_CALLS``). Empty cells are "skip" too.
 5. **Headings.** A markdown cell with a ``#`` or ``##`` heading starts a "slide" (one per
@@ -46,7 +47,8 @@ first that matches wins):
 The script only touches ``metadata.slideshow``; it writes a notebook only if a slide type
 changed, with ``nbformat.write`` like tools/execute_notebooks.py, so outputs and formatting stay
 byte for byte. Running it twice changes nothing the second time. ``--check`` exits with status
-1 if any cell's slide type differs from the rules (a missing one counts as different).
+1 if any cell's slide type differs from the rules (a missing one counts as different); a
+notebook that does not exist gives status 2.
 """
 
 from __future__ import annotations
@@ -139,15 +141,17 @@ def current_type(cell) -> str | None:
 def heading_level(cell) -> int | None:
     """The level of the largest heading in a markdown cell (``## x`` → 2), None if it has none.
 
-    Lines inside fenced code blocks (a ``# comment`` in a bash example) are not headings.
+    Lines inside fenced code blocks (a ``# comment`` in a bash example), fenced with
+    backticks or tildes, are not headings.
     """
     if cell.cell_type != "markdown":
         return None
-    levels, in_fence = [], False
+    levels, fence = [], None  # the fence that opened the current code block
     for line in cell.source.splitlines():
-        if line.strip().startswith("```"):
-            in_fence = not in_fence
-        elif not in_fence and (match := HEADING_LINE.match(line)):
+        marker = line.strip()[:3]
+        if marker in ("```", "~~~") and (fence is None or marker == fence):
+            fence = marker if fence is None else None
+        elif fence is None and (match := HEADING_LINE.match(line)):
             levels.append(len(match.group(1)))
     return min(levels) if levels else None
 
@@ -183,6 +187,8 @@ def is_setup(cell) -> bool:
         return True
     if cell.get("outputs"):
         return False  # whatever prints or draws is part of the lesson
+    if cell.source.lstrip().startswith("%%"):
+        return False  # a cell magic (%%bash, %%time …): its body is not Python to inspect
     # Line magics (%matplotlib inline, %load_ext ...) configure too; they are not Python.
     code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith("%"))
     try:
@@ -284,9 +290,11 @@ def fixed_type(index: int, cell) -> str | None:
     """The slide type rules 1-5 give the cell, or None if it depends on the slide's length."""
     if KEEP_TAG in tags(cell) and current_type(cell):
         return current_type(cell)
+    if SOLUTION_TAG in tags(cell):
+        return "skip"  # even first: a slide never gives an answer away
     if index == 0:
         return "slide"
-    if SOLUTION_TAG in tags(cell) or is_setup(cell) or not cell.source.strip():
+    if is_setup(cell) or not cell.source.strip():
         return "skip"
     level = heading_level(cell)
     if level is not None and level <= 2:
@@ -356,7 +364,7 @@ def differences(nb) -> list[tuple[int, str | None, str]]:
     return [
         (i, current_type(cell), want)
         for i, (cell, want) in enumerate(zip(nb.cells, slide_types(nb), strict=True))
-        if cell.get("metadata", {}).get("slideshow", {}).get("slide_type") != want
+        if current_type(cell) != want or not isinstance(cell.metadata.get("slideshow"), dict)
     ]
 
 
@@ -364,7 +372,9 @@ def apply(nb) -> int:
     """Set every cell's slide type by the rules; return how many cells changed."""
     changed = 0
     for cell, want in zip(nb.cells, slide_types(nb), strict=True):
-        slideshow = cell.metadata.setdefault("slideshow", {})
+        if not isinstance(cell.metadata.get("slideshow"), dict):
+            cell.metadata["slideshow"] = {}  # e.g. a bare string written by hand
+        slideshow = cell.metadata["slideshow"]
         if slideshow.get("slide_type") != want:
             slideshow["slide_type"] = want
             changed += 1
@@ -394,14 +404,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    paths = sorted(p.resolve() for p in args.notebooks) or sorted(NOTEBOOKS.glob("*.ipynb"))
+    # A path is taken from the current directory, or else from the repository's root.
+    given = [p if p.is_file() or p.is_absolute() else REPO / p for p in args.notebooks]
+    paths = sorted(p.resolve() for p in given) or sorted(NOTEBOOKS.glob("*.ipynb"))
     if not paths:
         print(f"no notebooks found in {NOTEBOOKS}", file=sys.stderr)
-        return 1
+        return 2
     missing = [p for p in paths if not p.is_file()]
     if missing:
         print(f"no such notebook: {missing[0]}", file=sys.stderr)
-        return 1
+        return 2  # not 1, which means "slide types out of date"
 
     out_of_date = []
     for path in paths:
