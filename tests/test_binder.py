@@ -308,3 +308,23 @@ def test_binder_installs_attn_lib_editable(binder):
         "binder/requirements.txt lacks `-e .`: with binder/ present, repo2docker does not "
         "install pyproject.toml by itself, and the notebooks could not import attn_lib"
     )
+
+
+# --- the README's launch badge ----------------------------------------------------------------
+
+BADGE = re.compile(
+    r"\[!\[Binder\]\(https://mybinder\.org/badge_logo\.svg\)\]"
+    r"\((https://mybinder\.org/v2/gh/[^/\s)]+/[^/\s)]+/[^?\s)]+\?urlpath=lab/tree/([^)\s]+))\)"
+)
+
+
+def test_readme_badge_opens_jupyterlab_at_an_existing_notebook():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    badges = BADGE.findall(text)
+    assert len(badges) == 1, (
+        "README.md needs one Binder badge linking to "
+        "https://mybinder.org/v2/gh/<owner>/<repo>/<ref>?urlpath=lab/tree/<notebook>"
+    )
+    _, notebook = badges[0]
+    assert notebook == "notebooks/00_start_here.ipynb", f"the badge opens {notebook}"
+    assert (REPO / notebook).is_file(), f"the badge opens {notebook}, which does not exist"
