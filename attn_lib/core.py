@@ -159,6 +159,9 @@ def scaled_dot_product_attention(
             # A row whose keys are all blocked came out uniform; make it zero, like SDPA.
             weights = weights.masked_fill(~has_key, 0.0)
 
+    # The scores are no longer needed: freeing them now (L_q × L_k numbers) lets the
+    # allocator reuse their memory for what follows instead of asking the system for more.
+    del scores
     if dropout_p > 0.0 and training:
         weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)
     output = torch.matmul(weights, value)  # (..., L_q, d_v)
