@@ -1480,7 +1480,6 @@ class ChunkedAttentionDashboard(Dashboard):
                 style={"description_width": "initial"}, layout=widgets.Layout(width="330px"),
             ),
         }  # fmt: skip
-        self._holding = False
         # Registered before the base class's observers, so the step range is right
         # before the update that the L or block-size change triggers.
         for name in ("L", "block_size"):
@@ -1498,16 +1497,13 @@ class ChunkedAttentionDashboard(Dashboard):
         """Set the step slider's range to the new walk's number of steps (no redraw)."""
         values = self.values
         n_steps = online_softmax_walk(walk_block_size(values["L"], values["block_size"])).n_steps
-        holding, self._holding = self._holding, True  # a clipped step must not redraw half-set
+        # While _holding, the base class does not redraw: a step clipped by the new range
+        # must not redraw a half-set state (the L or block-size change redraws next).
+        holding, self._holding = self._holding, True
         try:
             self.controls["step"].max = n_steps
         finally:
             self._holding = holding  # still True inside set(), which redraws at its end
-
-    def update(self) -> None:
-        """As :meth:`Dashboard.update`, except while the step range is being set."""
-        if not self._holding:
-            super().update()
 
     def render(self, L: int, d_k: int, block_size: int, step: int) -> None:
         """Look up the (cached) memory setting and walk, and show the step."""

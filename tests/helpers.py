@@ -112,17 +112,12 @@ def each_value(
         yield value, previous_png
 
 
-def set_controls(dash: Any, values: dict[str, Any]) -> None:
-    """Set several controls, in the dict's order, with one redraw (``Dashboard.set``)."""
-    dash.set(**values)
-
-
 def assert_blits_match_full_redraws(
     dash: Any, settings: list[dict[str, Any]], tolerance: float = 1e-3
 ) -> None:
     """For each setting (control name → value, set in order), the blitted image differs from a
     full redraw in fewer than ``tolerance`` of its pixels (antialiasing at the edges only)."""
     for setting in settings:
-        set_controls(dash, setting)
+        dash.set(**setting)
         differs = blit_mismatch(dash)
         assert differs < tolerance, f"{differs:.2%} of the pixels differ for {setting}"
