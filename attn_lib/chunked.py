@@ -66,7 +66,11 @@ __all__ = [
 
 _NEG_INF = float("-inf")
 
-DEFAULT_BLOCK_SIZE = 512
+# 128 keys: at L = 8192, d_k = 64 (float32) the chunked path then holds 10.3 MiB, 4.0 % of a
+# single L × L matrix (2.0 % of the naive path's scores and weights), at about 1.1x the time
+# of the fastest block size measured on a 2-core CPU (512: 8.7 % of one L × L) and 0.3x
+# F.scaled_dot_product_attention's time; tools/benchmark.py (P4) prints both figures.
+DEFAULT_BLOCK_SIZE = 128
 
 
 def _check_block_size(name: str, n: object) -> int:
@@ -141,7 +145,9 @@ def chunked_attention(
             equal to the scores' or 1, e.g. (B, 1, L_k) padding.
         scale: multiplier of the scores; default 1/√d_k with d_k = query.size(-1).
         block_size: number of keys per block (an int ≥ 1; larger than L_k means one
-            block). The default was chosen by timing on CPU (notebook 10).
+            block). The default, 128, keeps the block's scores small next to an L × L
+            matrix from a few thousand keys on, at nearly the speed of larger blocks
+            (timed on CPU by tools/benchmark.py, P4).
         query_block_size: number of queries per block (an int ≥ 1), or None (default)
             for all L_q queries at once. Smaller query blocks shrink the per-block
             scores further, to (..., query_block_size, block_size).

@@ -138,10 +138,11 @@ def scaled_dot_product_attention(
     # Scaling the query (L_q × d_k numbers) instead of the scores (L_q × L_k) is the
     # same product and saves a full pass over the score matrix.
     scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., L_q, L_k)
-    # |score| ≤ scale · d_k · max|q| · max|k|: only when that bound comes near the dtype's
-    # range can a score have overflowed, and only then is the score matrix read again.
-    max_q, max_k, _ = shapes.max_abs
-    if not scale * shapes.d_k * max_q * max_k < torch.finfo(scores.dtype).max / 4:
+    # |score| = scale · |q·k| ≤ scale · ‖Q‖ ‖K‖ (Cauchy-Schwarz): only when that bound comes
+    # near the dtype's range can a score have overflowed, and only then is the score
+    # matrix read again.
+    norm_q, norm_k, _ = shapes.norms
+    if not scale * norm_q * norm_k < torch.finfo(scores.dtype).max / 4:
         _check_scores_finite(scores)
 
     if keep is None:

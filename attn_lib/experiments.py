@@ -30,7 +30,7 @@ from torch import nn
 
 from .core import SingleHeadAttention
 from .positional import sinusoidal_positional_encoding
-from .shapes import ShapeError, fmt_shape
+from .shapes import VALIDATING, ShapeError, fmt_shape
 from .softmax import entropy, softmax_jacobian
 
 __all__ = [
@@ -2573,8 +2573,9 @@ def matmul_flops(fn: Callable[[], object]) -> int:
     ``addmm``, ``baddbmm``, as functions or tensor methods — counts 2·a·b·c FLOPs for
     (a × b) @ (b × c) (one multiply and one add per multiply-add), times the broadcast
     batch size. Element-wise work (exponentials, the rescaling of a running sum) is not
-    counted, and neither is a fused kernel such as ``F.scaled_dot_product_attention`` or
-    ``einsum``. The convention of ``torch.utils.flop_counter.FlopCounterMode`` (the tests
+    counted, nor are the dot products with which attn_lib's input checks take the norm of
+    each input (validation, not attention's work), nor a fused kernel such as
+    ``F.scaled_dot_product_attention`` or ``einsum``. The convention of ``torch.utils.flop_counter.FlopCounterMode`` (the tests
     compare both), without the second that its first use takes to import.
 
     Returns:
@@ -2598,7 +2599,9 @@ def matmul_flops(fn: Callable[[], object]) -> int:
 
     class _Count(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            if func in plain:
+            if VALIDATING.get():  # attn_lib's input checks (a dot product): not the work
+                pass
+            elif func in plain:
                 total[0] += product(args[0], args[1])
             elif func is T.__rmatmul__:
                 total[0] += product(args[1], args[0])

@@ -68,6 +68,62 @@ def open_dashboard(
     assert plt.get_fignums() == before, f"{what} leaked a pyplot figure"
 
 
+class SharedDashboard:
+    """One dashboard per test module, handed to every test back in its initial setting.
+
+    Building a dashboard draws its whole figure (0.2-0.7 s); resetting one redraws only
+    what changes. Each :meth:`get` moves the controls back to the values the dashboard was
+    built with, redraws, and asserts that the image is byte for byte the one it showed when
+    built (so a render that depends on earlier settings fails here) and that the update
+    reported no error. A test that closed the dashboard gets a new one. :meth:`close`
+    closes it and checks that no pyplot figure leaked.
+
+    Use it as a module-scoped fixture plus a function-scoped one::
+
+        @pytest.fixture(scope="module")
+        def shared(headless_backend):
+            yield from SharedDashboard.fixture(MaskDashboard)
+
+        @pytest.fixture
+        def dashboard(shared):
+            return shared.get()
+    """
+
+    def __init__(self, factory: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self._build = lambda: factory(*args, **kwargs)
+        self.what = getattr(factory, "__name__", "the dashboard")
+        self.figures_before = plt.get_fignums()
+        self.dash: Any = None
+
+    @classmethod
+    def fixture(cls, factory: Callable[..., Any], *args: Any, **kwargs: Any) -> Iterator[Any]:
+        shared = cls(factory, *args, **kwargs)
+        yield shared
+        shared.close()
+
+    def get(self) -> Any:
+        if self.dash is None or self.dash.closed:
+            self.dash = self._build()
+            assert plt.get_fignums() == self.figures_before, f"building {self.what} made a figure"
+            self.initial = self.dash.values
+            self.initial_png = png_of(self.dash)
+            return self.dash
+        self.dash.set(**self.initial)
+        self.dash._on_change({})  # redraw, as a control change does (clears the status line)
+        assert self.dash.last_error is None and self.dash.status.value == ""
+        assert self.dash.values == self.initial
+        assert png_of(self.dash) == self.initial_png, (
+            f"{self.what}, set back to {self.initial}, drew another image than when it was built"
+        )
+        assert plt.get_fignums() == self.figures_before, f"{self.what} leaked a pyplot figure"
+        return self.dash
+
+    def close(self) -> None:
+        if self.dash is not None:
+            self.dash.close()
+        assert plt.get_fignums() == self.figures_before, f"{self.what} leaked a pyplot figure"
+
+
 def blit_mismatch(dash: Any, dynamic: Any = None) -> float:
     """Fraction of pixels where the dashboard's blitted PNG differs from a full redraw of its
     figure (the dynamic artists drawn as ordinary artists); they are animated again after."""

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
+    SharedDashboard,
     assert_blits_match_full_redraws,
     assert_no_nan,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
     each_value,
     no_new_figures,
-    open_dashboard,
     png_of,
 )
 
@@ -29,9 +29,15 @@ from attn_lib.widgets import (
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
+@pytest.fixture(scope="module")
+def shared_dashboard(headless_backend):
+    yield from SharedDashboard.fixture(RetrievalDashboard)
+
+
 @pytest.fixture
-def dashboard():
-    yield from open_dashboard(RetrievalDashboard)
+def dashboard(shared_dashboard):
+    """The module's RetrievalDashboard, back in the setting it was built with."""
+    return shared_dashboard.get()
 
 
 def expected_for(values: dict) -> experiments.Retrieval:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
+    SharedDashboard,
     assert_blits_match_full_redraws,
     assert_no_nan,
     assert_png_fits_figure,
@@ -14,7 +15,6 @@ from helpers import (
     decode,
     each_value,
     no_new_figures,
-    open_dashboard,
     png_of,
 )
 
@@ -309,9 +309,15 @@ def test_power_of_ten_labels():
 # --- the dashboard -----------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def shared_dashboard(headless_backend):
+    yield from SharedDashboard.fixture(ShapeDashboard)
+
+
 @pytest.fixture
-def dashboard():
-    yield from open_dashboard(ShapeDashboard)
+def dashboard(shared_dashboard):
+    """The module's ShapeDashboard, back in the setting it was built with."""
+    return shared_dashboard.get()
 
 
 def assert_shows(dash: ShapeDashboard) -> None:

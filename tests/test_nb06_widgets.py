@@ -11,13 +11,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import (
+    SharedDashboard,
     assert_no_nan,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
     decode,
     each_value,
     no_new_figures,
-    open_dashboard,
     png_of,
 )
 
@@ -34,9 +34,15 @@ CORRECT = ("keep", "mha_attn_mask", "sdpa_bool", "sdpa_additive")
 
 
 
+@pytest.fixture(scope="module")
+def shared_dashboard(headless_backend):
+    yield from SharedDashboard.fixture(MaskConventionDashboard)
+
+
 @pytest.fixture
-def dashboard():
-    yield from open_dashboard(MaskConventionDashboard)
+def dashboard(shared_dashboard):
+    """The module's MaskConventionDashboard, back in the setting it was built with."""
+    return shared_dashboard.get()
 
 
 # --- the setup --------------------------------------------------------------------------------

@@ -14,12 +14,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import (
+    SharedDashboard,
     assert_blits_match_full_redraws,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
     each_value,
     no_new_figures,
-    open_dashboard,
     png_of,
 )
 
@@ -43,9 +43,15 @@ SLIDERS = ("length_0", "length_1", "length_2")
 
 
 
+@pytest.fixture(scope="module")
+def shared_dashboard(headless_backend):
+    yield from SharedDashboard.fixture(MaskDashboard)
+
+
 @pytest.fixture
-def dashboard():
-    yield from open_dashboard(MaskDashboard)
+def dashboard(shared_dashboard):
+    """The module's MaskDashboard, back in the setting it was built with."""
+    return shared_dashboard.get()
 
 
 def setting_of(values: dict) -> experiments.MaskSetting:

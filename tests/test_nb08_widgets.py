@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
+    SharedDashboard,
     assert_blits_match_full_redraws,
     assert_no_nan,
     assert_png_fits_figure,
@@ -16,7 +17,6 @@ from helpers import (
     decode,
     each_value,
     no_new_figures,
-    open_dashboard,
     png_of,
 )
 
@@ -32,14 +32,26 @@ from attn_lib.widgets import (
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
-@pytest.fixture
-def dropout_dash():
-    yield from open_dashboard(DropoutDashboard)
+@pytest.fixture(scope="module")
+def shared_dropout_dash(headless_backend):
+    yield from SharedDashboard.fixture(DropoutDashboard)
 
 
 @pytest.fixture
-def overflow_dash():
-    yield from open_dashboard(SoftmaxOverflowDashboard)
+def dropout_dash(shared_dropout_dash):
+    """The module's DropoutDashboard, back in the setting it was built with."""
+    return shared_dropout_dash.get()
+
+
+@pytest.fixture(scope="module")
+def shared_overflow_dash(headless_backend):
+    yield from SharedDashboard.fixture(SoftmaxOverflowDashboard)
+
+
+@pytest.fixture
+def overflow_dash(shared_overflow_dash):
+    """The module's SoftmaxOverflowDashboard, back in the setting it was built with."""
+    return shared_overflow_dash.get()
 
 
 # --- the pure functions ---------------------------------------------------------------------

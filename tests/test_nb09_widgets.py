@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
+    SharedDashboard,
     blit_mismatch,
     decode,
     each_value,
     no_new_figures,
-    open_dashboard,
     png_of,
 )
 from matplotlib.figure import Figure
@@ -39,9 +39,15 @@ def experiment() -> training.ScalingExperiment:
     return training.run_scaling_experiment(D_KS, n_seeds=4, steps=STEPS)
 
 
+@pytest.fixture(scope="module")
+def shared_dashboard(headless_backend, experiment):
+    yield from SharedDashboard.fixture(TrainingDashboard, experiment, setting="unscaled", d_k=32)
+
+
 @pytest.fixture
-def dashboard(experiment):
-    yield from open_dashboard(TrainingDashboard, experiment, setting="unscaled", d_k=32)
+def dashboard(shared_dashboard):
+    """The module's TrainingDashboard, back in the setting it was built with."""
+    return shared_dashboard.get()
 
 
 def assert_overview_is(overview: training.RunOverview, experiment, setting: str, d_k: int):

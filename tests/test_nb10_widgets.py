@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
+    SharedDashboard,
     assert_no_nan,
     decode,
     each_value,
     no_new_figures,
-    open_dashboard,
     png_of,
 )
 
@@ -44,9 +44,15 @@ from attn_lib.widgets import ChunkedAttentionDashboard, control_values
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
+@pytest.fixture(scope="module")
+def shared_dash(headless_backend):
+    yield from SharedDashboard.fixture(ChunkedAttentionDashboard)
+
+
 @pytest.fixture
-def dash():
-    yield from open_dashboard(ChunkedAttentionDashboard)
+def dash(shared_dash):
+    """The module's ChunkedAttentionDashboard, back in the setting it was built with."""
+    return shared_dash.get()
 
 
 # --- memory ------------------------------------------------------------------------------------
@@ -245,6 +251,12 @@ def test_matmul_flops_agrees_with_flop_counter_mode():
     # FlopCounterMode does not count matrix-vector and vector-vector products; we do.
     assert matmul_flops(lambda: a @ b[:, 0]) == 2 * 3 * 5
     assert matmul_flops(lambda: a[0] @ b[:, 0]) == 2 * 5
+    # The reader's own dot products count; attn_lib's input checks (a dot product of each
+    # input with itself) do not, whatever the sizes.
+    assert matmul_flops(lambda: torch.dot(a[0], b[:, 0])) == 2 * 5
+    q, k, v = (torch.randn(3, 40, 16, generator=g) for _ in range(3))
+    flops = matmul_flops(lambda: attn_lib.scaled_dot_product_attention(q, k, v))
+    assert flops == 2 * 3 * 40 * 40 * (16 + 16)
 
 
 # --- figures -----------------------------------------------------------------------------------

@@ -66,6 +66,55 @@ def test_finite_check_reads_an_expanded_view_without_fault():
         attn_lib.scaled_dot_product_attention(torch.randn(64, 4, 8), bad, key)
 
 
+LAYOUTS = {
+    "contiguous": lambda t: t,
+    "transposed": lambda t: t.transpose(-2, -1).contiguous().transpose(-2, -1),
+    "expanded": lambda t: t[:1].expand(3, -1, -1),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_one_non_finite_element_is_found_in_every_dtype_and_layout(dtype, layout, bad):
+    # The finite check is one sum of squares; it must see a single bad element wherever
+    # it sits, in half precision and in views that are not contiguous.
+    base = torch.randn(3, 5, 4).to(dtype)
+    base[0, 4, 2] = bad
+    key = LAYOUTS[layout](base)
+    assert not key.isfinite().all()
+    q = torch.randn(3, 2, 4).to(dtype)
+    with pytest.raises(ValueError, match=r"key contains \d+ non-finite .*at index \(0, 4, 2\)"):
+        attn_lib.scaled_dot_product_attention(q, key, key.clone())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_finite_check_returns_a_norm_that_bounds_every_element(dtype):
+    from attn_lib.shapes import check_finite
+
+    g = torch.Generator().manual_seed(0)
+    for scale in (1e-3, 1.0, 1e3):
+        t = (torch.randn(4, 7, 5, generator=g) * scale).to(dtype)
+        norm = check_finite("t", t)
+        exact = t.double().pow(2).sum().sqrt().item()
+        assert norm == pytest.approx(exact, rel=1e-3)
+        assert norm >= t.abs().max().item()
+    assert check_finite("t", torch.empty(0, 3, dtype=dtype)) == 0.0
+
+
+def test_squares_that_overflow_are_not_mistaken_for_inf_and_scores_are_checked_exactly():
+    # 1e20² overflows float32, so the norm of the query is inf; no element is inf, and the
+    # scores (1e20 · 1e-20 = 1) are finite, so the exact check lets the call through.
+    from attn_lib.shapes import check_finite
+
+    q = torch.full((1, 2, 3), 1e20)
+    k = torch.full((1, 4, 3), 1e-20)
+    v = torch.randn(1, 4, 3)
+    assert check_finite("query", q) == math.inf
+    out, _ = attn_lib.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32, torch.int64])
 def test_integer_masks_are_checked_in_one_pass(dtype):
     x = torch.randn(2, 3, 4)

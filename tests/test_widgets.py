@@ -10,6 +10,7 @@ import pytest
 import torch
 import traitlets
 from helpers import (
+    SharedDashboard,
     assert_blits_match_full_redraws,
     assert_no_nan,
     assert_png_fits_figure,
@@ -17,7 +18,6 @@ from helpers import (
     decode,
     each_value,
     no_new_figures,
-    open_dashboard,
     png_of,
 )
 
@@ -36,9 +36,15 @@ pytestmark = pytest.mark.usefixtures("headless_backend")
 CONTROL_VALUES = {"batch": [0, 1], "mask": list(MASK_CHOICES), "scaled": [True, False]}
 
 
+@pytest.fixture(scope="module")
+def shared_dashboard(headless_backend):
+    yield from SharedDashboard.fixture(ArticleExampleDashboard)
+
+
 @pytest.fixture
-def dashboard():
-    yield from open_dashboard(ArticleExampleDashboard)
+def dashboard(shared_dashboard):
+    """The module's ArticleExampleDashboard, back in the setting it was built with."""
+    return shared_dashboard.get()
 
 
 def assert_shows(dash: ArticleExampleDashboard, batch: int, mask: str, scaled: bool) -> None:
