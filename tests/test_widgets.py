@@ -122,6 +122,42 @@ class _SliderDashboard(Dashboard):
         self.line.set_ydata([0, n])
 
 
+class _FrozenSliderDashboard(_SliderDashboard):
+    """The minimal dashboard with its layout frozen and fixed limits, as the series' are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ax.set_ylim(-1, 6)
+        plotting.freeze_layout(self.figure)
+        self.update()
+
+
+class _DriftingDashboard(_FrozenSliderDashboard):
+    """Draws a little higher at every render: an image that depends on its history."""
+
+    def render(self, n: int) -> None:
+        super().render(n)
+        self.line.set_ydata([0, n + 0.1 * len(self.calls)])
+
+
+def test_shared_dashboard_resets_rebuilds_and_catches_history_dependent_images():
+    shared = SharedDashboard(_FrozenSliderDashboard)
+    first = shared.get()
+    first.controls["n"].value = 3
+    assert shared.get() is first and first.values == {"n": 1}  # reset, same object
+    first.controls["n"].value = 5  # a failed update: the reset clears the status line
+    assert shared.get() is first and first.last_error is None and first.status.value == ""
+    first.close()
+    assert shared.get() is not first  # a closed one is rebuilt
+    shared.close()
+
+    drifting = SharedDashboard(_DriftingDashboard)
+    drifting.get().controls["n"].value = 2
+    with pytest.raises(AssertionError, match="drew another image than when it was built"):
+        drifting.get()
+    drifting.close()
+
+
 def test_base_dashboard_pattern():
     with no_new_figures():
         dash = _SliderDashboard()
