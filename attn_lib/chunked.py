@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .core import _check_scores_finite
 from .shapes import check_mask, check_qkv, check_scale
 
 __all__ = [
@@ -67,8 +68,8 @@ __all__ = [
 _NEG_INF = float("-inf")
 
 # 128 keys: at L = 8192, d_k = 64 (float32) the chunked path then holds 10.3 MiB, 4.0 % of a
-# single L × L matrix (2.0 % of the naive path's scores and weights), at about 1.1x the time
-# of the fastest block size measured on a 2-core CPU (512: 8.7 % of one L × L) and 0.3x
+# single L × L matrix (2.0 % of the naive path's scores and weights), at 1.1-1.3x the time
+# of the fastest block size measured on a 2-core CPU (512: 8.7 % of one L × L) and 0.3-0.4x
 # F.scaled_dot_product_attention's time; tools/benchmark.py (P4) prints both figures.
 DEFAULT_BLOCK_SIZE = 128
 
@@ -188,6 +189,11 @@ def chunked_attention(
     batch, L_q, L_k, d_v = shapes.batch, shapes.L_q, shapes.L_k, shapes.d_v
     q_step = max(L_q, 1) if query_block_size is None else query_block_size
     dtype = _accumulation_dtype(query.dtype)
+    # As in scaled_dot_product_attention: |score| ≤ scale · R_q · R_k (Cauchy-Schwarz with the
+    # checks' row-norm bounds); only when that comes near the dtype's range is each block's
+    # scores read again, to refuse scores that overflowed (they would turn into NaN here).
+    bound_q, bound_k, _ = shapes.row_norms
+    may_overflow = not scale * bound_q * bound_k < torch.finfo(dtype).max / 4
     device = query.device
     output = torch.empty((*batch, L_q, d_v), dtype=query.dtype, device=device)  # (..., L_q, d_v)
 
@@ -204,6 +210,8 @@ def chunked_attention(
             k_blk = key[..., k0:k1, :].to(dtype)  # (..., n_k, d_k); no copy if same dtype
             v_blk = value[..., k0:k1, :].to(dtype)  # (..., n_k, d_v)
             scores = q @ k_blk.transpose(-2, -1)  # (..., n_q, n_k)
+            if may_overflow:
+                _check_scores_finite(scores)
             if keep is not None:
                 scores.masked_fill_(~_mask_block(keep, q0, q1, k0, k1), _NEG_INF)
             m, l, acc = _online_softmax_step(m, l, acc, scores, v_blk)[:3]

@@ -54,10 +54,14 @@ def _check_scores_finite(scores: torch.Tensor) -> None:
     """Refuse scores that overflowed (finite inputs whose products are infinite)."""
     if bool(torch.isfinite(scores).all()):
         return
-    largest = scores.abs().nan_to_num(posinf=float("inf")).amax().item()
+    infinite, nan = int(scores.isinf().sum()), int(scores.isnan().sum())
+    found = [f"{infinite} infinite"] if infinite else []
+    if nan:  # a partial sum overflowed to +inf and met one that overflowed to -inf
+        found.append(f"{nan} NaN")
+    what = f"{' and '.join(found)} of {scores.numel()} scores"
     raise ValueError(
-        f"the scores Q Kᵀ · scale overflowed to ±inf in {scores.dtype} (largest magnitude "
-        f"{largest:g}): the inputs are far too large for this dtype, and a softmax of infinite "
+        f"the scores Q Kᵀ · scale overflowed to ±inf in {scores.dtype} ({what}): the inputs "
+        f"are far too large for this dtype, and a softmax of infinite "
         f"scores would silently give NaN or put weight on blocked keys. Normalise the inputs "
         f"(e.g. a LayerNorm) or use a smaller scale."
     )
@@ -138,11 +142,11 @@ def scaled_dot_product_attention(
     # Scaling the query (L_q × d_k numbers) instead of the scores (L_q × L_k) is the
     # same product and saves a full pass over the score matrix.
     scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., L_q, L_k)
-    # |score| = scale · |q·k| ≤ scale · ‖Q‖ ‖K‖ (Cauchy-Schwarz): only when that bound comes
-    # near the dtype's range can a score have overflowed, and only then is the score
-    # matrix read again.
-    norm_q, norm_k, _ = shapes.norms
-    if not scale * norm_q * norm_k < torch.finfo(scores.dtype).max / 4:
+    # |score| = scale · |q·k| ≤ scale · ‖q‖ ‖k‖ (Cauchy-Schwarz) ≤ scale · R_q · R_k with the
+    # row-norm bounds of the checks: only when that bound comes near the dtype's range can a
+    # score have overflowed, and only then is the score matrix read again.
+    bound_q, bound_k, _ = shapes.row_norms
+    if not scale * bound_q * bound_k < torch.finfo(scores.dtype).max / 4:
         _check_scores_finite(scores)
 
     if keep is None:

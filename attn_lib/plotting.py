@@ -13,12 +13,13 @@ Shape legend: L_q query length, L_k key length.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ParamSpec, Protocol, TypeVar
 
 import matplotlib as _mpl
 import matplotlib.cm as _mpl_cm
@@ -67,6 +68,31 @@ from .experiments import (
     format_bytes,
 )
 from .training import RunOverview, ScalingExperiment, TrainingRun
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _closes_figures_on_error(plot: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Decorate a ``plot_*`` function: if it raises, close the pyplot figures it opened.
+
+    A pyplot figure is created before it is drawn; without this, a bad argument found while
+    drawing (a step out of range, a wrong shape) would leave a half-drawn figure open, and
+    the next ``plt.show()`` of the notebook would display it too.
+    """
+
+    @functools.wraps(plot)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        before = set(plt.get_fignums())
+        try:
+            return plot(*args, **kwargs)
+        except BaseException:
+            for number in set(plt.get_fignums()) - before:
+                plt.close(number)
+            raise
+
+    return wrapper
+
 
 __all__ = [
     "ATTENTION_CMAP",
@@ -382,6 +408,7 @@ def update_attention_heatmap(
     _fill_cells(artists, w, k)
 
 
+@_closes_figures_on_error
 def plot_attention(
     weights: torch.Tensor | np.ndarray,
     keep: torch.Tensor | np.ndarray | None = None,
@@ -414,6 +441,7 @@ def plot_attention(
     return fig
 
 
+@_closes_figures_on_error
 def plot_attention_gallery(
     panels: Sequence[tuple[torch.Tensor, torch.Tensor | None, str]],
     *,
@@ -665,6 +693,7 @@ class BlitRenderer:
         return _encode_png(canvas)
 
 
+@_closes_figures_on_error
 def plot_weights_and_row_sums(
     result: _SettingLike, figsize: tuple[float, float] = (8.4, 3.9)
 ) -> Figure:
@@ -852,6 +881,7 @@ class TokenQKVView:
             )
 
 
+@_closes_figures_on_error
 def plot_token_qkv(
     result: TokenQKV,
     reference: TokenQKV,
@@ -880,6 +910,7 @@ def plot_token_qkv(
     return fig
 
 
+@_closes_figures_on_error
 def plot_bias_gallery(
     results: Sequence[TokenQKV],
     reference: TokenQKV,
@@ -953,6 +984,7 @@ def plot_bias_gallery(
     return fig
 
 
+@_closes_figures_on_error
 def plot_token_attention_gallery(
     panels: Sequence[tuple[torch.Tensor | np.ndarray, str]],
     tokens: Sequence[str],
@@ -1003,6 +1035,7 @@ def plot_token_attention_gallery(
     return fig
 
 
+@_closes_figures_on_error
 def plot_vectors_2d(
     x: torch.Tensor | np.ndarray,
     labels: Sequence[str],
@@ -1124,6 +1157,7 @@ class SoftmaxBarsView:
         self.title.set_text(title)
 
 
+@_closes_figures_on_error
 def plot_softmax_bars_gallery(
     panels: Sequence[tuple[torch.Tensor | np.ndarray, str]],
     labels: Sequence[str],
@@ -1267,6 +1301,7 @@ class RetrievalView:
         self.suptitle.set_text(title)
 
 
+@_closes_figures_on_error
 def plot_retrieval(
     scores: torch.Tensor,
     weights: torch.Tensor,
@@ -1293,6 +1328,7 @@ def plot_retrieval(
     return fig
 
 
+@_closes_figures_on_error
 def plot_retrieval_gallery(
     panels: Sequence[tuple[torch.Tensor, torch.Tensor, str]],
     *,
@@ -1354,6 +1390,7 @@ def plot_retrieval_gallery(
     return fig
 
 
+@_closes_figures_on_error
 def plot_path_lengths_and_pairs(
     paths: Sequence[PathLengths],
     pairs: PairCounts,
@@ -1534,6 +1571,7 @@ def draw_saturation_curves(
     return lines
 
 
+@_closes_figures_on_error
 def plot_saturation_curves(
     curves: Mapping[str, SaturationCurve],
     stats: Sequence[str] = ("median_max_weight", "median_entropy"),
@@ -1579,6 +1617,7 @@ def plot_saturation_curves(
     return fig
 
 
+@_closes_figures_on_error
 def plot_gradient_quantiles(
     curves: Mapping[str, SaturationCurve],
     scalings: Sequence[str] = ("none", "sqrt"),
@@ -1646,6 +1685,7 @@ def plot_gradient_quantiles(
     return fig
 
 
+@_closes_figures_on_error
 def plot_saturation_rows(
     rows: Sequence[SaturationRow],
     *,
@@ -1893,6 +1933,7 @@ class SaturationView:
         )
 
 
+@_closes_figures_on_error
 def plot_saturation_view(
     row: SaturationRow,
     curves: Mapping[str, SaturationCurve],
@@ -2232,6 +2273,7 @@ class PanelCacheRenderer(BlitRenderer):
         return _encode_png(canvas)
 
 
+@_closes_figures_on_error
 def plot_convention_setting(
     result: ConventionResult, figsize: tuple[float, float] = (13.0, 4.3)
 ) -> Figure:
@@ -2251,6 +2293,7 @@ def plot_convention_setting(
     return fig
 
 
+@_closes_figures_on_error
 def plot_convention_gallery(
     results: Sequence[ConventionResult], *, panel_height: float = 4.0, width: float = 13.0
 ) -> Figure:
@@ -2367,6 +2410,7 @@ def draw_keep_mask(
     return image
 
 
+@_closes_figures_on_error
 def plot_keep_masks(
     panels: Sequence[tuple[torch.Tensor | np.ndarray, str]],
     *,
@@ -2620,6 +2664,7 @@ class MaskSettingView:
         self.suptitle.set_text(result.title)
 
 
+@_closes_figures_on_error
 def plot_mask_setting(
     result: MaskSetting,
     figsize: tuple[float, float] = (11.0, 4.6),
@@ -2644,6 +2689,7 @@ def plot_mask_setting(
     return fig
 
 
+@_closes_figures_on_error
 def plot_mask_gallery(
     results: Sequence[MaskSetting],
     batch_index: int,
@@ -3146,6 +3192,7 @@ class _SizedHeatmap:
         return [self.artists.image, *cells, *self.key_labels, *self.query_labels]
 
 
+@_closes_figures_on_error
 def plot_shape_walkthrough(result: ShapeWalkthrough, *, annotate: bool = False) -> Figure:
     """A static pyplot rendering of :class:`ShapeWalkthroughView` (end with ``plt.show()``).
 
@@ -3168,6 +3215,7 @@ def plot_shape_walkthrough(result: ShapeWalkthrough, *, annotate: bool = False) 
     return fig
 
 
+@_closes_figures_on_error
 def plot_shape_gallery(
     results: Sequence[ShapeWalkthrough], *, annotate: bool = True, suptitle: str | None = None
 ) -> Figure:
@@ -3234,6 +3282,7 @@ def _power_of_ten_label(value: float, _position: object = None) -> str:
     return "10" + str(exponent).translate(_SUPERSCRIPTS)
 
 
+@_closes_figures_on_error
 def plot_attention_cost(
     curves: CostCurves,
     *,
@@ -3422,6 +3471,7 @@ class DropoutView:
             self.heatmap.ax.set_title(setting.title if title is None else title, fontsize=10)
 
 
+@_closes_figures_on_error
 def plot_dropout_setting(
     setting: DropoutSetting, figsize: tuple[float, float] = (8.4, 4.2)
 ) -> Figure:
@@ -3441,6 +3491,7 @@ def plot_dropout_setting(
     return fig
 
 
+@_closes_figures_on_error
 def plot_dropout_gallery(
     settings: Sequence[DropoutSetting],
     *,
@@ -3642,6 +3693,7 @@ class SoftmaxOverflowView:
         self.suptitle.set_text(overflow_title(result))
 
 
+@_closes_figures_on_error
 def plot_softmax_overflow(result: SoftmaxOverflow, figsize: tuple[float, float] = (9.0, 4.0)) -> Figure:
     """A static pyplot rendering of one overflow setting, as the dashboard shows it.
 
@@ -3655,6 +3707,7 @@ def plot_softmax_overflow(result: SoftmaxOverflow, figsize: tuple[float, float] 
     return fig
 
 
+@_closes_figures_on_error
 def plot_softmax_overflow_gallery(
     results: Sequence[SoftmaxOverflow], *, suptitle: str | None = None, panel_width: float = 2.7
 ) -> Figure:
@@ -3776,6 +3829,7 @@ def draw_loss_band(ax: Axes, run: TrainingRun, *, label: str | None = None,
     return artists
 
 
+@_closes_figures_on_error
 def plot_retrieval_task(
     keys: torch.Tensor,
     query: torch.Tensor,
@@ -3856,6 +3910,7 @@ def plot_retrieval_task(
     return fig
 
 
+@_closes_figures_on_error
 def plot_loss_grid(
     experiment: ScalingExperiment,
     threshold: float,
@@ -3907,6 +3962,7 @@ def plot_loss_grid(
     return fig
 
 
+@_closes_figures_on_error
 def plot_seed_curves(
     runs: Sequence[TrainingRun],
     threshold: float,
@@ -3957,6 +4013,7 @@ def plot_seed_curves(
     return fig
 
 
+@_closes_figures_on_error
 def plot_training_diagnostics(
     experiment: ScalingExperiment,
     n_keys: int,
@@ -4014,6 +4071,7 @@ def plot_training_diagnostics(
     return fig
 
 
+@_closes_figures_on_error
 def plot_loss_bands(
     curves: Sequence[tuple[str, TrainingRun]],
     threshold: float,
@@ -4145,6 +4203,7 @@ class RunOverviewView:
         self.suptitle.set_text(overview.title)
 
 
+@_closes_figures_on_error
 def plot_run_overview(overview: RunOverview, settings: Sequence[str], n_keys: int, *,
                       figsize: tuple[float, float] = (11.0, 4.4)) -> Figure:  # fmt: skip
     """A static pyplot rendering of :class:`RunOverviewView` (notebook 09's dashboard).
@@ -4167,6 +4226,7 @@ def plot_run_overview(overview: RunOverview, settings: Sequence[str], n_keys: in
     return fig
 
 
+@_closes_figures_on_error
 def plot_learned_weights(
     panels: Sequence[tuple[torch.Tensor, str]],
     *,
@@ -4501,6 +4561,7 @@ def _walk_states(block_size: int) -> tuple:
     return online_softmax_walk(block_size).states
 
 
+@_closes_figures_on_error
 def plot_chunked_setting(
     setting: MemorySetting,
     walk: OnlineSoftmaxWalk,
@@ -4525,6 +4586,7 @@ def plot_chunked_setting(
     return fig
 
 
+@_closes_figures_on_error
 def plot_walk_gallery(
     walk: OnlineSoftmaxWalk,
     steps: Sequence[int] | None = None,
@@ -4591,6 +4653,7 @@ def plot_walk_gallery(
     return fig
 
 
+@_closes_figures_on_error
 def plot_memory_vs_length(
     table: MemoryTable,
     *,
@@ -4629,6 +4692,7 @@ def plot_memory_vs_length(
     return fig
 
 
+@_closes_figures_on_error
 def plot_attention_timings(
     timings: AttentionTimings,
     *,

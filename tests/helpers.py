@@ -72,11 +72,13 @@ class SharedDashboard:
     """One dashboard per test module, handed to every test back in its initial setting.
 
     Building a dashboard draws its whole figure (0.2-0.7 s); resetting one redraws only
-    what changes. Each :meth:`get` moves the controls back to the values the dashboard was
-    built with, redraws, and asserts that the image is byte for byte the one it showed when
-    built (so a render that depends on earlier settings fails here) and that the update
-    reported no error. A test that closed the dashboard gets a new one. :meth:`close`
-    closes it and checks that no pyplot figure leaked.
+    what changes. :meth:`use` (the body of the function-scoped fixture) moves the controls
+    back to the values the dashboard was built with, redraws, asserts that the image is byte
+    for byte the one it showed when built (so a render that depends on earlier settings
+    fails here) and that the update reported no error, then hands it to the test and checks
+    that the test left pyplot with the figures it found. A test that closed the dashboard
+    gets a new one next time. Caches inside the dashboard stay warm: a test about what a
+    cold cache does builds its own dashboard.
 
     Use it as a module-scoped fixture plus a function-scoped one::
 
@@ -86,13 +88,12 @@ class SharedDashboard:
 
         @pytest.fixture
         def dashboard(shared):
-            return shared.get()
+            yield from shared.use()
     """
 
     def __init__(self, factory: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         self._build = lambda: factory(*args, **kwargs)
         self.what = getattr(factory, "__name__", "the dashboard")
-        self.figures_before = plt.get_fignums()
         self.dash: Any = None
 
     @classmethod
@@ -102,9 +103,10 @@ class SharedDashboard:
         shared.close()
 
     def get(self) -> Any:
+        """The dashboard, built on first use (or after a close), else reset and checked."""
         if self.dash is None or self.dash.closed:
-            self.dash = self._build()
-            assert plt.get_fignums() == self.figures_before, f"building {self.what} made a figure"
+            with no_new_figures(f"building {self.what}"):
+                self.dash = self._build()
             self.initial = self.dash.values
             self.initial_png = png_of(self.dash)
             return self.dash
@@ -115,13 +117,18 @@ class SharedDashboard:
         assert png_of(self.dash) == self.initial_png, (
             f"{self.what}, set back to {self.initial}, drew another image than when it was built"
         )
-        assert plt.get_fignums() == self.figures_before, f"{self.what} leaked a pyplot figure"
         return self.dash
+
+    def use(self) -> Iterator[Any]:
+        """Body of the function-scoped fixture: the reset dashboard, and no leaked figure."""
+        dash = self.get()
+        with no_new_figures(f"a test of {self.what}"):
+            yield dash
 
     def close(self) -> None:
         if self.dash is not None:
-            self.dash.close()
-        assert plt.get_fignums() == self.figures_before, f"{self.what} leaked a pyplot figure"
+            with no_new_figures(f"closing {self.what}"):
+                self.dash.close()
 
 
 def blit_mismatch(dash: Any, dynamic: Any = None) -> float:

@@ -37,7 +37,7 @@ def shared_dashboard(headless_backend):
 @pytest.fixture
 def dashboard(shared_dashboard):
     """The module's RetrievalDashboard, back in the setting it was built with."""
-    return shared_dashboard.get()
+    yield from shared_dashboard.use()
 
 
 def expected_for(values: dict) -> experiments.Retrieval:

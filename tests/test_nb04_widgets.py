@@ -317,7 +317,7 @@ def shared_dashboard(headless_backend):
 @pytest.fixture
 def dashboard(shared_dashboard):
     """The module's ShapeDashboard, back in the setting it was built with."""
-    return shared_dashboard.get()
+    yield from shared_dashboard.use()
 
 
 def assert_shows(dash: ShapeDashboard) -> None:

@@ -18,6 +18,7 @@ from helpers import (
     decode,
     each_value,
     no_new_figures,
+    open_dashboard,
     png_of,
 )
 
@@ -42,7 +43,7 @@ def shared_dashboard(headless_backend):
 @pytest.fixture
 def dashboard(shared_dashboard):
     """The module's MaskConventionDashboard, back in the setting it was built with."""
-    return shared_dashboard.get()
+    yield from shared_dashboard.use()
 
 
 # --- the setup --------------------------------------------------------------------------------
@@ -290,7 +291,14 @@ def test_every_combination_and_cached_panels_equal_a_fresh_render(dashboard):
     assert len(seen) == len(CONVENTIONS) * len(MASKS) * 2  # every setting looks different
 
 
-def test_panel_cache_redraws_only_what_changed(dashboard):
+@pytest.fixture
+def fresh_dashboard(headless_backend):
+    """A dashboard of its own, caches cold (the shared one's are warm from other tests)."""
+    yield from open_dashboard(MaskConventionDashboard)
+
+
+def test_panel_cache_redraws_only_what_changed(fresh_dashboard):
+    dashboard = fresh_dashboard
     dashboard.controls["convention"].value = "mha_attn_mask"  # same weights, other mask panel
     assert dashboard._renderer.redrawn == [0]
     dashboard.controls["convention"].value = "keep"  # seen before: nothing redrawn

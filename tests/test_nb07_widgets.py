@@ -51,7 +51,7 @@ def shared_dashboard(headless_backend):
 @pytest.fixture
 def dashboard(shared_dashboard):
     """The module's MaskDashboard, back in the setting it was built with."""
-    return shared_dashboard.get()
+    yield from shared_dashboard.use()
 
 
 def setting_of(values: dict) -> experiments.MaskSetting:

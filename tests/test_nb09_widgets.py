@@ -47,7 +47,7 @@ def shared_dashboard(headless_backend, experiment):
 @pytest.fixture
 def dashboard(shared_dashboard):
     """The module's TrainingDashboard, back in the setting it was built with."""
-    return shared_dashboard.get()
+    yield from shared_dashboard.use()
 
 
 def assert_overview_is(overview: training.RunOverview, experiment, setting: str, d_k: int):

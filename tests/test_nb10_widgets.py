@@ -52,7 +52,7 @@ def shared_dash(headless_backend):
 @pytest.fixture
 def dash(shared_dash):
     """The module's ChunkedAttentionDashboard, back in the setting it was built with."""
-    return shared_dash.get()
+    yield from shared_dash.use()
 
 
 # --- memory ------------------------------------------------------------------------------------

@@ -35,12 +35,20 @@ def test_large_half_precision_inputs_match_sdpa_without_nan(dtype):
     torch.testing.assert_close(out.float(), ref, atol=0.5, rtol=2e-2)  # half-precision inputs
 
 
-def test_scores_that_overflow_float32_are_refused_with_a_sentence():
+@pytest.mark.parametrize("fn", ["reference", "chunked"])
+def test_scores_that_overflow_float32_are_refused_with_a_sentence(fn):
     q = torch.tensor([[[1e20]]])
     k = torch.tensor([[[-1e20], [0.0]]])
     v = torch.tensor([[[1.0], [99.0]]])
+    attention = {
+        "reference": lambda *a, **kw: attn_lib.scaled_dot_product_attention(*a, **kw)[0],
+        "chunked": lambda *a, **kw: attn_lib.chunked_attention(*a, block_size=1, **kw),
+    }[fn]
     with pytest.raises(ValueError, match="overflowed"):
-        attn_lib.scaled_dot_product_attention(q, k, v, torch.tensor([[[True, False]]]))
+        attention(q, k, v, torch.tensor([[[True, False]]]))
+    with pytest.raises(ValueError, match="overflowed"):  # tiny queries, an enormous scale
+        q, k = torch.full((1, 2, 4), 1e-25), torch.full((1, 3, 4), 1e18)
+        attention(q, k, torch.randn(1, 3, 4), scale=1e46)
 
 
 def test_explicit_fill_still_behaves_like_masked_fill_in_float16():
@@ -89,17 +97,42 @@ def test_one_non_finite_element_is_found_in_every_dtype_and_layout(dtype, layout
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
-def test_finite_check_returns_a_norm_that_bounds_every_element(dtype):
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_finite_check_bounds_the_norm_of_every_row(dtype, layout):
     from attn_lib.shapes import check_finite
 
     g = torch.Generator().manual_seed(0)
-    for scale in (1e-3, 1.0, 1e3):
-        t = (torch.randn(4, 7, 5, generator=g) * scale).to(dtype)
-        norm = check_finite("t", t)
-        exact = t.double().pow(2).sum().sqrt().item()
-        assert norm == pytest.approx(exact, rel=1e-3)
-        assert norm >= t.abs().max().item()
+    for magnitude in (1e-30, 1e-3, 1.0, 1e3):
+        t = LAYOUTS[layout]((torch.randn(3, 7, 5, generator=g) * magnitude).to(dtype))
+        bound = check_finite("t", t)
+        rows = t.double().norm(dim=-1).max().item()
+        assert bound >= rows * (1 - 1e-6)  # float rounding only
+        floor = math.sqrt(t.numel() * torch.finfo(dtype).tiny)  # what keeps underflow safe
+        assert bound <= 10 * (rows * math.sqrt(t.numel()) + floor)  # and not absurdly loose
     assert check_finite("t", torch.empty(0, 3, dtype=dtype)) == 0.0
+
+
+def test_squares_that_underflow_still_bound_the_scores():
+    # 1e-25 squares to 0 in float32: the bound must not say the scores are 0, or an
+    # enormous scale would overflow them unnoticed (review: NaN instead of the error).
+    q = torch.full((2, 4), 1e-25)
+    k = torch.full((3, 4), 1e18)
+    v = torch.randn(3, 4)
+    with pytest.raises(ValueError, match="overflowed"):
+        attn_lib.scaled_dot_product_attention(q, k, v, scale=1e46)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_finite_check_of_half_precision_makes_no_float32_copy(dtype):
+    from torch.profiler import ProfilerActivity, profile
+
+    from attn_lib.shapes import check_finite
+
+    t = torch.randn(4, 256, 64).to(dtype)  # 128 KiB; a float32 copy would be 256 KiB
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        check_finite("t", t)
+    largest = max((e.cpu_memory_usage for e in prof.events()), default=0)
+    assert largest < 1024, f"the check allocated {largest} bytes"
 
 
 def test_squares_that_overflow_are_not_mistaken_for_inf_and_scores_are_checked_exactly():

@@ -133,3 +133,23 @@ def test_weights_row_sums_view():
     assert [t.get_text() for t in view.sum_texts] == ["1.0000"] * 4
     assert fig.get_suptitle() == s.title
     assert view.ax_sums.get_xlim() == (0.0, 1.25)
+
+
+def test_every_plot_function_closes_its_figure_when_it_raises():
+    import inspect
+
+    plots = [
+        name
+        for name, fn in inspect.getmembers(plotting, inspect.isfunction)
+        if name.startswith("plot_") and fn.__module__ == plotting.__name__
+    ]
+    assert len(plots) >= 30
+    unguarded = [name for name in plots if not hasattr(getattr(plotting, name), "__wrapped__")]
+    assert not unguarded, f"plot functions that would leak a figure when they raise: {unguarded}"
+    # The review's case: the figure is made, then the step is found out of range.
+    from attn_lib import experiments
+
+    setting = experiments.memory_setting(256, 16, 64)
+    walk = experiments.online_softmax_walk(setting.walk_block)
+    with no_new_figures("a plot that raised"), pytest.raises(ValueError):
+        plotting.plot_chunked_setting(setting, walk, walk.n_steps)

@@ -44,7 +44,7 @@ def shared_dashboard(headless_backend):
 @pytest.fixture
 def dashboard(shared_dashboard):
     """The module's ArticleExampleDashboard, back in the setting it was built with."""
-    return shared_dashboard.get()
+    yield from shared_dashboard.use()
 
 
 def assert_shows(dash: ArticleExampleDashboard, batch: int, mask: str, scaled: bool) -> None:
@@ -182,7 +182,11 @@ def test_base_dashboard_pattern():
 
 def test_set_moves_several_controls_and_redraws_once(dashboard):
     renders = []
-    dashboard.image.observe(lambda change: renders.append(change["new"]), names="value")
+
+    def count(change):
+        renders.append(change["new"])
+
+    dashboard.image.observe(count, names="value")
     dashboard.set(batch=1, mask="causal", scaled=False)
     assert_shows(dashboard, 1, "causal", False)
     assert len(renders) == 1  # one redraw for three controls
@@ -191,6 +195,7 @@ def test_set_moves_several_controls_and_redraws_once(dashboard):
     dashboard.controls["mask"].value = "padding"  # single controls still redraw at once
     assert len(renders) == 2
     assert dashboard.result.title == example_setting(1, "padding", False).title
+    dashboard.image.unobserve(count, names="value")  # the dashboard is shared with later tests
 
 
 def test_set_refuses_unknown_names_and_bad_values(dashboard):

@@ -1,0 +1,62 @@
+"""tools/benchmark.py's bookkeeping (its timings are printed, never asserted here)."""
+
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    spec = importlib.util.spec_from_file_location("benchmark", REPO / "tools" / "benchmark.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["benchmark"] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["benchmark"]
+
+
+def test_report_prints_the_verdict_beside_the_target(benchmark, capsys):
+    benchmark.rows.clear()
+    benchmark.report("P9", "a figure", "12.0 ms", "<= 100 ms", True)
+    benchmark.report("P9", "another", "3.0x", "<= 1.10", False)
+    benchmark.report("P9", "not judged", "-", "<= 1", None)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("<= 100 ms ok") and out[1].endswith("<= 1.10 MISSED")
+    assert out[2].endswith("<= 1")
+    assert [r[3] for r in benchmark.rows] == ["<= 100 ms ok", "<= 1.10 MISSED", "<= 1"]
+    benchmark.rows.clear()
+
+
+def test_load_line_warns_only_before_the_run_and_only_when_busy(benchmark, monkeypatch):
+    monkeypatch.setattr(benchmark.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(benchmark.os, "getloadavg", lambda: (0.3, 0.2, 0.1))
+    assert "busy" not in benchmark.load_line()
+    monkeypatch.setattr(benchmark.os, "getloadavg", lambda: (3.6, 4.0, 2.0))
+    assert "a busy machine (3.6 runnable processes on 2 CPUs)" in benchmark.load_line()
+    assert "busy" not in benchmark.load_line(warn=False)  # the end of a run: its own load
+
+    def unsupported():
+        raise OSError
+
+    monkeypatch.setattr(benchmark.os, "getloadavg", unsupported)
+    assert benchmark.load_line() == "load average: unknown"
+
+
+def test_p2_times_every_dashboard_of_the_series(benchmark):
+    from attn_lib import widgets
+
+    found = {cls.__name__ for cls in benchmark.dashboard_classes()}
+    every = {
+        name
+        for name, obj in inspect.getmembers(widgets, inspect.isclass)
+        if issubclass(obj, widgets.Dashboard) and obj is not widgets.Dashboard
+        and not name.startswith("_")
+    }  # fmt: skip
+    assert found == every and len(found) == 12
