@@ -35,18 +35,14 @@ def test_report_prints_the_verdict_beside_the_target(benchmark, capsys):
 
 
 def test_load_line_warns_only_before_the_run_and_only_when_busy(benchmark, monkeypatch):
+    import psutil
+
     monkeypatch.setattr(benchmark.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(benchmark.os, "getloadavg", lambda: (0.3, 0.2, 0.1))
-    assert "busy" not in benchmark.load_line()
-    monkeypatch.setattr(benchmark.os, "getloadavg", lambda: (3.6, 4.0, 2.0))
-    assert "a busy machine (3.6 runnable processes on 2 CPUs)" in benchmark.load_line()
+    monkeypatch.setattr(psutil, "cpu_percent", lambda interval: 10.0)
+    assert benchmark.load_line() == "CPU use over the last second: 10 % of 2 CPUs"
+    monkeypatch.setattr(psutil, "cpu_percent", lambda interval: 90.0)
+    assert "a busy machine (other work is using 1.8 of 2 CPUs)" in benchmark.load_line()
     assert "busy" not in benchmark.load_line(warn=False)  # the end of a run: its own load
-
-    def unsupported():
-        raise OSError
-
-    monkeypatch.setattr(benchmark.os, "getloadavg", unsupported)
-    assert benchmark.load_line() == "load average: unknown"
 
 
 def test_p2_times_every_dashboard_of_the_series(benchmark):

@@ -75,21 +75,27 @@ What is measured (each figure is a median; "ok" meets its target, "MISSED" does 
 
 
 def load_line(warn: bool = True) -> str:
-    """The machine's load: figures measured on a busy machine are high and unsteady. (At the
-    end of a run the load includes the benchmark's own work: ``warn=False`` there.)"""
-    try:
-        one, five, _ = os.getloadavg()
-    except OSError:  # not on this platform
-        return "load average: unknown"
+    """How busy the CPUs are now: figures measured on a busy machine are high and unsteady.
+
+    The share of CPU time used over one second (psutil), not the load average, which trails
+    by minutes and would still count a run that has just ended. (At the end of a run it
+    includes the benchmark's own work: ``warn=False`` there.)
+    """
     cpus = os.cpu_count() or 1
-    busy = warn and one > 0.5 * cpus
+    try:
+        import psutil
+
+        busy_share = psutil.cpu_percent(interval=1.0) / 100.0
+    except ImportError:  # psutil is in requirements.txt; without it, say nothing false
+        return "CPU use: unknown (psutil is not installed)"
+    used = busy_share * cpus
     warning = (
-        f"  <- a busy machine ({one:.1f} runnable processes on {cpus} CPUs): expect high, "
+        f"  <- a busy machine (other work is using {used:.1f} of {cpus} CPUs): expect high, "
         "unsteady timings; run again when it is idle"
-        if busy
+        if warn and busy_share > 0.25
         else ""
     )
-    return f"load average: {one:.2f} (1 min), {five:.2f} (5 min){warning}"
+    return f"CPU use over the last second: {100 * busy_share:.0f} % of {cpus} CPUs{warning}"
 
 
 def median_ms(samples: list[float]) -> float:
