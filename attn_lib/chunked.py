@@ -368,8 +368,10 @@ def peak_intermediate_bytes(
     counted either (a mask is an input; its blocks are views or bool copies of at most
     one block).
 
-    * ``"naive"`` (``scaled_dot_product_attention``): the scores and the weights,
-      both (..., L_q, L_k), in the input dtype: 2 · L_q · L_k numbers per batch slice.
+    * ``"naive"`` (the article's code, and ``scaled_dot_product_attention`` with autograd
+      on): the scores and the weights, both (..., L_q, L_k), in the input dtype:
+      2 · L_q · L_k numbers per batch slice. (Without autograd ``scaled_dot_product_attention``
+      writes the weights over the scores and holds half of this.)
     * ``"chunked"`` (:func:`chunked_attention`), with n_q = query_block_size or L_q and
       n_k = min(block_size, L_k), in the accumulation dtype (float32 for float16 and
       bfloat16): the block's scores (overwritten in place by their exponentials),

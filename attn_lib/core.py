@@ -107,6 +107,10 @@ def scaled_dot_product_attention(
         weights: (..., L_q, L_k), the weights that multiplied V (after dropout):
             each row ≥ 0 and sums to 1, or is all zeros for a row with no allowed key.
 
+    Memory: one (..., L_q, L_k) matrix without autograd (the weights are written over the
+    scores, in place, with the same values bit for bit); two with autograd on, as in the
+    article's code (the backward pass needs the weights).
+
     Raises:
         TypeError: non-float or mixed-dtype inputs, a float-typed mask, a bad scale,
             fill_value or dropout_p type.
@@ -149,24 +153,33 @@ def scaled_dot_product_attention(
     if not scale * bound_q * bound_k < torch.finfo(scores.dtype).max / 4:
         _check_scores_finite(scores)
 
-    if keep is None:
-        weights = torch.softmax(scores, dim=-1)  # (..., L_q, L_k)
-    elif fill_value is not None:
-        # The article's line: whatever the fill does (0, -1e9, -inf), it does here too.
-        weights = torch.softmax(scores.masked_fill(~keep, fill_value), dim=-1)
-    else:
-        # finfo.min is finite in every dtype: exp(min - row max) underflows to exactly 0
-        # for any row with an allowed key, and no NaN is ever formed.
-        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-        weights = torch.softmax(scores, dim=-1)
+    # Without autograd the weights are written over the scores (same values, bit for bit):
+    # one (L_q, L_k) matrix is held instead of two, and the second is never allocated. With
+    # autograd the out-of-place path below keeps what the backward pass needs.
+    in_place = not scores.requires_grad
+    if keep is not None:
+        blocked = ~keep
+        fill = torch.finfo(scores.dtype).min if fill_value is None else fill_value
+        # fill_value=None: finfo.min is finite in every dtype, so exp(min - row max)
+        # underflows to exactly 0 in any row with an allowed key and no NaN is formed. An
+        # explicit fill (0, -1e9, -inf) does what the article's masked_fill line does.
+        scores = (
+            scores.masked_fill_(blocked, fill) if in_place else scores.masked_fill(blocked, fill)
+        )
+    weights = (
+        torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)
+    )
+    del scores  # (with autograd: no longer needed; freeing it lets the allocator reuse it)
+    if keep is not None and fill_value is None:
         has_key = keep.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1)
         if not bool(has_key.all()):
             # A row whose keys are all blocked came out uniform; make it zero, like SDPA.
-            weights = weights.masked_fill(~has_key, 0.0)
+            weights = (
+                weights.masked_fill_(~has_key, 0.0)
+                if in_place
+                else weights.masked_fill(~has_key, 0.0)
+            )
 
-    # The scores are no longer needed: freeing them now (L_q × L_k numbers) lets the
-    # allocator reuse their memory for what follows instead of asking the system for more.
-    del scores
     if dropout_p > 0.0 and training:
         weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)
     output = torch.matmul(weights, value)  # (..., L_q, d_v)

@@ -2054,7 +2054,8 @@ from .chunked import BlockState, chunked_attention_trace, peak_intermediate_byte
 COST_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
 COST_D_KS = (16, 32, 64, 128, 256)
 COST_BLOCK_SIZES = tuple(2**i for i in range(12))  # 1 … 2048
-# "naive": attn_lib.scaled_dot_product_attention (scores and weights, both L_q × L_k);
+# "naive": the article's code (scores and weights, both L_q × L_k; attn_lib's
+#          scaled_dot_product_attention holds both with autograd on, one without);
 # "chunked": attn_lib.chunked_attention with every query at once (L_q × block scores);
 # "tiled": the same with query blocks as large as the key blocks (block × block scores).
 MEMORY_METHODS = ("naive", "chunked", "tiled")
@@ -2140,8 +2141,8 @@ def memory_table(
 ) -> MemoryTable:
     """Bytes each method holds at once in self-attention, for each sequence length L.
 
-    * naive (``scaled_dot_product_attention``): scores and weights, 2·L² numbers — grows
-      as L², whatever d_k;
+    * naive (the article's code; ``scaled_dot_product_attention`` with autograd on):
+      scores and weights, 2·L² numbers — grows as L², whatever d_k;
     * chunked (``chunked_attention``, all queries at once): one (L, block) block of scores
       plus per-query accumulators — grows as L (the L_q side), not with L_k;
     * tiled (``chunked_attention(..., query_block_size=block_size)``): one (block, block)
@@ -2525,28 +2526,32 @@ class NewTensor:
     op: str
 
 
-def largest_new_tensor(fn: Callable[[], object]) -> NewTensor:
-    """Run ``fn()`` and report the largest tensor any PyTorch function call created inside it.
+def new_tensors(fn: Callable[[], object], *, grad: bool = False) -> list[NewTensor]:
+    """Run ``fn()`` and list the tensors its PyTorch function calls created, in order.
 
     Every call of a PyTorch function or tensor method made by the code (``@``,
     ``torch.exp``, ``masked_fill``, ``torch.zeros``, …) is intercepted (a
-    ``TorchFunctionMode``) and the storage size of each tensor it returns is recorded;
-    tensors that existed before the call (its inputs) and views of them do not count.
-    This measures what the code really creates, as a check of the sizes computed by
-    :func:`attn_lib.chunked.peak_intermediate_bytes`. Buffers that a single C++ kernel
-    uses internally and frees before returning are not seen.
+    ``TorchFunctionMode``) and each tensor it returns is recorded with its storage size;
+    tensors that existed before the call (its inputs, an ``out=`` argument, the tensor an
+    in-place method writes into) and views of them do not count. Buffers that a single C++
+    kernel uses internally and frees before returning are not seen.
+
+    Args:
+        fn: the code to run, e.g. ``lambda: attn_lib.scaled_dot_product_attention(q, k, v)``.
+        grad: run it with autograd on (default off, as ``torch.no_grad()``); the inputs
+            must require grad for autograd to record anything.
 
     Returns:
-        :class:`NewTensor` (nbytes 0, shape (), op "" if nothing was created).
+        A list of :class:`NewTensor`.
 
     Source: torch.overrides.TorchFunctionMode (PyTorch's ``__torch_function__`` protocol).
     """
     from torch.overrides import TorchFunctionMode
     from torch.utils._pytree import tree_flatten
 
-    best = [NewTensor(0, (), "")]
+    made: list[NewTensor] = []
 
-    class _Largest(TorchFunctionMode):
+    class _Record(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             given = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
@@ -2554,15 +2559,27 @@ def largest_new_tensor(fn: Callable[[], object]) -> NewTensor:
             out = func(*args, **kwargs)
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in given:
-                    nbytes = t.untyped_storage().nbytes()
-                    if nbytes > best[0].nbytes:
-                        name = getattr(func, "__qualname__", None) or getattr(func, "__name__", "")
-                        best[0] = NewTensor(nbytes, tuple(t.shape), str(name))
+                    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", "")
+                    made.append(NewTensor(t.untyped_storage().nbytes(), tuple(t.shape), str(name)))
             return out
 
-    with torch.no_grad(), _Largest():
+    with torch.set_grad_enabled(grad), _Record():
         fn()
-    return best[0]
+    return made
+
+
+def largest_new_tensor(fn: Callable[[], object]) -> NewTensor:
+    """Run ``fn()`` (without autograd) and report the largest tensor it created.
+
+    See :func:`new_tensors` for what is seen. This measures what the code really creates,
+    as a check of the sizes computed by :func:`attn_lib.chunked.peak_intermediate_bytes`.
+
+    Returns:
+        :class:`NewTensor` (nbytes 0, shape (), op "" if nothing was created).
+
+    Source: torch.overrides.TorchFunctionMode (PyTorch's ``__torch_function__`` protocol).
+    """
+    return max(new_tensors(fn), key=lambda t: t.nbytes, default=NewTensor(0, (), ""))
 
 
 def matmul_flops(fn: Callable[[], object]) -> int:
@@ -2633,6 +2650,7 @@ __all__ += [  # notebook 10's public names, added to the list at the top
     "matmul_flops",
     "memory_setting",
     "memory_table",
+    "new_tensors",
     "online_softmax_walk",
     "time_attention",
     "walk_block_size",

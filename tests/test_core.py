@@ -507,3 +507,33 @@ def test_shape_trace_cross_attention_matches_the_computation(q, k, v):
 def test_shape_trace_mismatch_raises(q, k, v, words):
     with pytest.raises(ShapeError, match=words):
         shape_trace(q, k, v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize(
+    "mask, fill_value",
+    [(None, None), ("padding", None), ("causal_empty_row", None), ("padding", -1e4),
+     ("causal_empty_row", float("-inf")), ("padding", 0.0)],
+)  # fmt: skip
+def test_weights_written_over_the_scores_equal_the_autograd_path_bit_for_bit(
+    dtype, mask, fill_value
+):
+    # Without autograd the weights overwrite the scores in place; with it, a new tensor is
+    # made. Both must give exactly the same numbers, NaN rows (fill -inf) included.
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 5, 4, generator=g).to(dtype) for _ in range(3))
+    keep = None
+    if mask == "padding":
+        keep = padding_mask([5, 3])
+    elif mask == "causal_empty_row":
+        keep = causal_mask(5).expand(2, 5, 5).clone()
+        keep[1, 0] = False  # row 0 of sequence 1 has no allowed key
+    with torch.no_grad():
+        out_a, w_a = scaled_dot_product_attention(q, k, v, keep, fill_value=fill_value)
+    qg = q.clone().requires_grad_(True)
+    out_b, w_b = scaled_dot_product_attention(qg, k, v, keep, fill_value=fill_value)
+    torch.testing.assert_close(out_a, out_b.detach(), rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(w_a, w_b.detach(), rtol=0, atol=0, equal_nan=True)
+    if not out_b.isnan().any():
+        out_b.sum().backward()
+        assert qg.grad is not None and qg.grad.isfinite().all()
