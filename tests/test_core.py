@@ -537,3 +537,20 @@ def test_weights_written_over_the_scores_equal_the_autograd_path_bit_for_bit(
     if not out_b.isnan().any():
         out_b.sum().backward()
         assert qg.grad is not None and qg.grad.isfinite().all()
+
+
+def test_value_gradient_with_weights_written_over_the_scores():
+    # Only the value requires grad: the scores do not, so the weights overwrite them in
+    # place; the backward pass through weights @ V must still see the final weights.
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 5, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    keep = causal_mask(5).expand(2, 5, 5).clone()
+    keep[1, 0] = False  # a row with no allowed key: zero weights, zero gradient from it
+    value = v.clone().requires_grad_(True)
+    out, weights = scaled_dot_product_attention(q, k, value, keep)
+    upstream = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    (out * upstream).sum().backward()
+    torch.testing.assert_close(value.grad, weights.detach().mT @ upstream)
+    assert torch.autograd.gradcheck(
+        lambda val: scaled_dot_product_attention(q, k, val, keep)[0], (v.clone().requires_grad_(),)
+    )
