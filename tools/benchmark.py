@@ -168,11 +168,13 @@ def bench_dashboards(repeats: int) -> None:
     experiment = None
     for cls in dashboard_classes():
         if "experiment" in inspect.signature(cls).parameters:
-            # The training dashboard shows runs computed beforehand, as notebook 09 does.
+            # The training dashboard shows runs computed beforehand, as notebook 09 does: the
+            # same d_k values, settings and steps, with 4 seeds instead of 16 (the figure has
+            # the same artists, and training 16 would take 5-8 s of the benchmark's time).
             if experiment is None:
                 from attn_lib.training import run_scaling_experiment
 
-                experiment = run_scaling_experiment()
+                experiment = run_scaling_experiment(n_seeds=4)
             boards.append((cls.__name__, cls(experiment)))
             continue
         try:
@@ -367,7 +369,7 @@ def bench_attention(repeats: int) -> None:
                 "naive": lambda: attn_lib.scaled_dot_product_attention(q, k, v),
                 "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
             },
-            repeats=max(3, repeats),
+            repeats=3,  # 0.1-0.4 s calls: three rounds suffice
             inner=1,
         )
     ratio = t["chunked"] / t["sdpa"]
@@ -425,21 +427,31 @@ def main() -> int:
         f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; {load_line()}\n"
     )
     print(LEGEND)
+    took: dict[str, float] = {}
+
+    def timed(name: str, bench: Callable[[], None]) -> None:
+        t0 = time.perf_counter()
+        bench()
+        took[name] = time.perf_counter() - t0
+
     section("P1: the test suite")
     if args.skip_pytest:
         print("P1   skipped (--skip-pytest)")
     else:
-        bench_pytest()
+        timed("P1", bench_pytest)
     section("P2: dashboards")
-    bench_dashboards(max(1, math.ceil(args.repeats / 2)))
+    # Two interleaved rounds of 20 changes per dashboard (default --repeats 5).
+    timed("P2", lambda: bench_dashboards(max(1, args.repeats // 2)))
     section("P3, P4: attention")
-    bench_attention(args.repeats)
+    timed("P3-P4", lambda: bench_attention(args.repeats))
     section("P5: import")
-    bench_import(args.repeats)
+    timed("P5", lambda: bench_import(args.repeats))
     missed = [r for r in rows if r[3].endswith("MISSED")]
     print(
         f"\n{len(rows)} figures, {len(missed)} missed their target; the benchmark took "
-        f"{time.perf_counter() - start:.0f} s; {load_line(warn=False)}"
+        f"{time.perf_counter() - start:.0f} s ("
+        + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in took.items())
+        + f"); {load_line(warn=False)}"
     )
     for key, what, figure, target in missed:
         print(f"  MISSED {key} {what.strip()}: {figure} (target {target.removesuffix(' MISSED')})")
