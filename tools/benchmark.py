@@ -3,7 +3,7 @@
 
 Run from the repository root, in the project's environment:
 
-    .venv/bin/python tools/benchmark.py                 # everything (about 2½ minutes)
+    .venv/bin/python tools/benchmark.py                 # everything (2½-3 minutes)
     .venv/bin/python tools/benchmark.py --skip-pytest   # P2-P5 only (about a minute)
 
 Figures (medians of interleaved repeated runs; this machine is shared and noisy):
