@@ -55,8 +55,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import _check_scores_finite
-from .shapes import check_mask, check_qkv, check_scale
+from .shapes import check_mask, check_qkv, check_scale, check_scores_finite
 
 __all__ = [
     "BlockState",
@@ -189,11 +188,9 @@ def chunked_attention(
     batch, L_q, L_k, d_v = shapes.batch, shapes.L_q, shapes.L_k, shapes.d_v
     q_step = max(L_q, 1) if query_block_size is None else query_block_size
     dtype = _accumulation_dtype(query.dtype)
-    # As in scaled_dot_product_attention: |score| ≤ scale · R_q · R_k (Cauchy-Schwarz with the
-    # checks' row-norm bounds); only when that comes near the dtype's range is each block's
-    # scores read again, to refuse scores that overflowed (they would turn into NaN here).
-    bound_q, bound_k, _ = shapes.row_norms
-    may_overflow = not scale * bound_q * bound_k < torch.finfo(dtype).max / 4
+    # As in scaled_dot_product_attention: each block's scores are read again only when they
+    # could have overflowed (they would turn into NaN here).
+    may_overflow = shapes.scores_may_overflow(scale, dtype)
     device = query.device
     output = torch.empty((*batch, L_q, d_v), dtype=query.dtype, device=device)  # (..., L_q, d_v)
 
@@ -211,7 +208,7 @@ def chunked_attention(
             v_blk = value[..., k0:k1, :].to(dtype)  # (..., n_k, d_v)
             scores = q @ k_blk.transpose(-2, -1)  # (..., n_q, n_k)
             if may_overflow:
-                _check_scores_finite(scores)
+                check_scores_finite(scores)
             if keep is not None:
                 scores.masked_fill_(~_mask_block(keep, q0, q1, k0, k1), _NEG_INF)
             m, l, acc = _online_softmax_step(m, l, acc, scores, v_blk)[:3]

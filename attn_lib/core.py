@@ -19,6 +19,7 @@ from .shapes import (
     check_mask,
     check_qkv,
     check_scale,
+    check_scores_finite,
     fmt_shape,
 )
 
@@ -48,23 +49,6 @@ def _check_fill_fits(fill_value: float, dtype: torch.dtype) -> None:
             f"article's -1e9 in float16. Leave fill_value=None for a fill that is safe in "
             f"every dtype. (PyTorch said: {err})"
         ) from err
-
-
-def _check_scores_finite(scores: torch.Tensor) -> None:
-    """Refuse scores that overflowed (finite inputs whose products are infinite)."""
-    if bool(torch.isfinite(scores).all()):
-        return
-    infinite, nan = int(scores.isinf().sum()), int(scores.isnan().sum())
-    found = [f"{infinite} infinite"] if infinite else []
-    if nan:  # a partial sum overflowed to +inf and met one that overflowed to -inf
-        found.append(f"{nan} NaN")
-    what = f"{' and '.join(found)} of {scores.numel()} scores"
-    raise ValueError(
-        f"the scores Q Kᵀ · scale overflowed to ±inf in {scores.dtype} ({what}): the inputs "
-        f"are far too large for this dtype, and a softmax of infinite "
-        f"scores would silently give NaN or put weight on blocked keys. Normalise the inputs "
-        f"(e.g. a LayerNorm) or use a smaller scale."
-    )
 
 
 def scaled_dot_product_attention(
@@ -146,38 +130,28 @@ def scaled_dot_product_attention(
     # Scaling the query (L_q × d_k numbers) instead of the scores (L_q × L_k) is the
     # same product and saves a full pass over the score matrix.
     scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., L_q, L_k)
-    # |score| = scale · |q·k| ≤ scale · ‖q‖ ‖k‖ (Cauchy-Schwarz) ≤ scale · R_q · R_k with the
-    # row-norm bounds of the checks: only when that bound comes near the dtype's range can a
-    # score have overflowed, and only then is the score matrix read again.
-    bound_q, bound_k, _ = shapes.row_norms
-    if not scale * bound_q * bound_k < torch.finfo(scores.dtype).max / 4:
-        _check_scores_finite(scores)
+    if shapes.scores_may_overflow(scale, scores.dtype):  # else the matrix is not read again
+        check_scores_finite(scores)
 
-    # Without autograd the weights are written over the scores (same values, bit for bit):
-    # one (L_q, L_k) matrix is held instead of two, and the second is never allocated. With
-    # autograd the out-of-place path below keeps what the backward pass needs.
-    in_place = not scores.requires_grad
     if keep is not None:
-        blocked = ~keep
-        fill = torch.finfo(scores.dtype).min if fill_value is None else fill_value
         # fill_value=None: finfo.min is finite in every dtype, so exp(min - row max)
         # underflows to exactly 0 in any row with an allowed key and no NaN is formed. An
-        # explicit fill (0, -1e9, -inf) does what the article's masked_fill line does.
-        scores = (
-            scores.masked_fill_(blocked, fill) if in_place else scores.masked_fill(blocked, fill)
-        )
-    weights = (
-        torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)
-    )
+        # explicit fill (0, -1e9, -inf) does what the article's masked_fill line does. In
+        # place, even with autograd: the matmul's backward does not need its output.
+        fill = torch.finfo(scores.dtype).min if fill_value is None else fill_value
+        scores.masked_fill_(~keep, fill)
+    # Without autograd the weights are written over the scores (same values, bit for bit):
+    # one (L_q, L_k) matrix is held instead of two. With autograd the softmax's backward
+    # needs its output untouched, so the weights get a matrix of their own.
+    in_place = not scores.requires_grad
+    weights = torch.softmax(scores, dim=-1, out=scores if in_place else None)
     del scores  # (with autograd: no longer needed; freeing it lets the allocator reuse it)
     if keep is not None and fill_value is None:
-        has_key = keep.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1)
-        if not bool(has_key.all()):
+        no_key = ~keep.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1)
+        if bool(no_key.any()):
             # A row whose keys are all blocked came out uniform; make it zero, like SDPA.
             weights = (
-                weights.masked_fill_(~has_key, 0.0)
-                if in_place
-                else weights.masked_fill(~has_key, 0.0)
+                weights.masked_fill_(no_key, 0.0) if in_place else weights.masked_fill(no_key, 0.0)
             )
 
     if dropout_p > 0.0 and training:

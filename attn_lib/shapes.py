@@ -33,6 +33,7 @@ __all__ = [
     "check_mask",
     "check_qkv",
     "check_scale",
+    "check_scores_finite",
     "fmt_shape",
     "shape_trace",
 ]
@@ -156,6 +157,29 @@ def check_finite(name: str, t: torch.Tensor) -> float:
     )
 
 
+def check_scores_finite(scores: torch.Tensor) -> None:
+    """Refuse scores that overflowed (finite inputs whose products are infinite or NaN).
+
+    Call it only when :meth:`QKVShapes.scores_may_overflow` says so: it reads the scores.
+
+    Raises:
+        ValueError: a score is ±inf or NaN; the message counts them.
+    """
+    if bool(torch.isfinite(scores).all()):
+        return
+    infinite, nan = int(scores.isinf().sum()), int(scores.isnan().sum())
+    found = [f"{infinite} infinite"] if infinite else []
+    if nan:  # a partial sum overflowed to +inf and met one that overflowed to -inf
+        found.append(f"{nan} NaN")
+    what = f"{' and '.join(found)} of {scores.numel()} scores"
+    raise ValueError(
+        f"the scores Q Kᵀ · scale overflowed to ±inf in {scores.dtype} ({what}): the inputs "
+        f"are far too large for this dtype, and a softmax of infinite "
+        f"scores would silently give NaN or put weight on blocked keys. Normalise the inputs "
+        f"(e.g. a LayerNorm) or use a smaller scale."
+    )
+
+
 @dataclass(frozen=True)
 class QKVShapes:
     """Sizes read off checked query, key and value tensors."""
@@ -172,6 +196,18 @@ class QKVShapes:
     def scores(self) -> tuple[int, ...]:
         """Shape of the scores and of the weights: (..., L_q, L_k)."""
         return (*self.batch, self.L_q, self.L_k)
+
+    def scores_may_overflow(self, scale: float, dtype: torch.dtype) -> bool:
+        """Whether a score q·k · scale could leave ``dtype``'s range (then check them).
+
+        |q·k| · scale ≤ ‖q‖ ‖k‖ · scale ≤ R_q · R_k · scale (Cauchy-Schwarz, with the
+        row-norm bounds of :func:`check_finite`); a margin of 4 covers the rounding of the
+        bounds and of the product. True when the inputs were not checked.
+        """
+        if self.row_norms is None:
+            return True
+        bound_q, bound_k, _ = self.row_norms
+        return not scale * bound_q * bound_k < torch.finfo(dtype).max / 4
 
 
 def check_qkv(
