@@ -19,8 +19,9 @@ sentence, not a widget repr.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -244,8 +245,7 @@ class Dashboard:
                 f"its controls are {', '.join(map(repr, self.controls))}."
             )
         before = self.values
-        self._holding = True
-        try:
+        with self._held():
             try:
                 self._assign(values)
                 clamped = {n: v for n, v in values.items() if self.controls[n].value != v}
@@ -260,10 +260,18 @@ class Dashboard:
             except Exception:
                 self._assign(before)  # all or nothing
                 raise
-        finally:
-            self._holding = False
         if self.values != before:
             self._on_change({})
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """Control changes inside the block do not redraw; the previous state comes back
+        after it (so a block inside set() leaves set()'s hold in place)."""
+        holding, self._holding = self._holding, True
+        try:
+            yield
+        finally:
+            self._holding = holding
 
     def _assign(self, values: Mapping[str, Any]) -> None:
         """Set controls (no redraw: inside set()). Twice, so that a value clipped by a range
@@ -1497,13 +1505,10 @@ class ChunkedAttentionDashboard(Dashboard):
         """Set the step slider's range to the new walk's number of steps (no redraw)."""
         values = self.values
         n_steps = online_softmax_walk(walk_block_size(values["L"], values["block_size"])).n_steps
-        # While _holding, the base class does not redraw: a step clipped by the new range
-        # must not redraw a half-set state (the L or block-size change redraws next).
-        holding, self._holding = self._holding, True
-        try:
+        # Held: a step clipped by the new range must not redraw a half-set state (the L or
+        # block-size change redraws next, or set() at its end).
+        with self._held():
             self.controls["step"].max = n_steps
-        finally:
-            self._holding = holding  # still True inside set(), which redraws at its end
 
     def render(self, L: int, d_k: int, block_size: int, step: int) -> None:
         """Look up the (cached) memory setting and walk, and show the step."""

@@ -7,9 +7,12 @@ The matching fixture, ``headless_backend``, lives in tests/conftest.py.
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -21,6 +24,17 @@ from attn_lib import plotting
 from attn_lib.widgets import control_values
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+
+
+def load_tool(name: str) -> Any:
+    """tools/<name>.py as a module (tools/ is not a package), loaded once per process."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def decode(png: bytes | memoryview) -> np.ndarray:
@@ -110,8 +124,10 @@ class SharedDashboard:
             self.initial = self.dash.values
             self.initial_png = png_of(self.dash)
             return self.dash
-        self.dash.set(**self.initial)
-        self.dash._on_change({})  # redraw, as a control change does (clears the status line)
+        if self.dash.values != self.initial:
+            self.dash.set(**self.initial)  # one redraw
+        else:
+            self.dash._on_change({})  # redraw anyway, as a control change does (status line)
         assert self.dash.last_error is None and self.dash.status.value == ""
         assert self.dash.values == self.initial
         assert png_of(self.dash) == self.initial_png, (
@@ -155,9 +171,7 @@ def assert_repr_is_fixed_sentence(dash: Any, cls: type | None = None) -> dict:
     return bundle
 
 
-def each_value(
-    dash: Any, name: str, *, back_to_start: bool = False
-) -> Iterator[tuple[Any, bytes]]:
+def each_value(dash: Any, name: str, *, back_to_start: bool = False) -> Iterator[tuple[Any, bytes]]:
     """Set control ``name`` to each value of ``control_values`` (the current value, then every
     option, or min, middle and max), yielding ``(value, png before the change)`` once the
     dashboard has updated. After every change the control holds the value and the figure is

@@ -182,9 +182,8 @@ class LabServer:
 
     def url(self, path: str, **query: str) -> str:
         """An authenticated URL for ``path`` ("lab/tree/notebooks/x.ipynb", "api/status")."""
-        params = "&".join([*(f"{k}={v}" if v else k for k, v in query.items())])
-        params = f"{params}&token={self.token}" if params else f"token={self.token}"
-        return f"{self.base_url}/{path}?{params}"
+        params = [f"{k}={v}" if v else k for k, v in query.items()] + [f"token={self.token}"]
+        return f"{self.base_url}/{path}?{'&'.join(params)}"
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -230,8 +229,7 @@ class LabServer:
             with contextlib.suppress(psutil.Error, ProcessLookupError):
                 if os.getpgid(p.pid) != pgid:
                     p.terminate()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
+        _killpg(pgid, signal.SIGTERM)
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -248,11 +246,10 @@ class LabServer:
         return [_describe(p) for p in alive]
 
 
-def _killpg(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def _killpg(pgid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal a process group that may already be gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
 
 
 def _describe(p: psutil.Process) -> str:

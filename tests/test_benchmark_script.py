@@ -1,25 +1,14 @@
 """tools/benchmark.py's bookkeeping (its timings are printed, never asserted here)."""
 
-import importlib.util
 import inspect
-import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from helpers import load_tool
 
 
 @pytest.fixture(scope="module")
 def benchmark():
-    spec = importlib.util.spec_from_file_location("benchmark", REPO / "tools" / "benchmark.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["benchmark"] = module
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        del sys.modules["benchmark"]
+    return load_tool("benchmark")
 
 
 def test_report_prints_the_verdict_beside_the_target(benchmark, capsys):

@@ -10,14 +10,13 @@ notebook, three quarters of the conversion time) do not depend on the slide meta
 from __future__ import annotations
 
 import html
-import importlib.util
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import load_tool
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,18 +24,7 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 HIDDEN = ("skip", "notes")  # slide types reveal.js does not show on a slide
 
 
-def load_tool():
-    """tools/set_slide_metadata.py as a module (tools/ is not a package)."""
-    name = "set_slide_metadata"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-tool = load_tool()
+tool = load_tool("set_slide_metadata")
 
 
 def stored_types(nb) -> list[str]:
@@ -135,6 +123,10 @@ def test_a_heading_counts_anywhere_in_a_cell_but_not_inside_a_code_block():
     assert level("#hashtag is no heading either") is None
     assert level("Or this:\n\n~~~bash\n# a comment\n~~~\n\nText.") is None  # tilde fences
     assert level("~~~\n```\n# inside\n```\n~~~\n## After") == 2  # a fence ends with its kind
+    # The height estimate reads fences the same way: a tilde block is code, not a heading.
+    assert tool.markdown_height("~~~\n# a comment\n~~~") == tool.markdown_height(
+        "```\n# a comment\n```"
+    )
 
 
 def test_setup_is_only_imports_and_configuration():

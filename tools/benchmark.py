@@ -205,10 +205,14 @@ def bench_dashboards(repeats: int) -> None:
 
 
 # ---------------------------------------------------------------- P3, P4: attention
-def interleaved(fns: dict[str, Callable[[], object]], repeats: int, inner: int) -> dict[str, float]:
-    """Median seconds per call of each function, timed in interleaved rounds."""
-    for fn in fns.values():  # warm-up
-        fn()
+def interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int, inner: int, warmup: int = 1
+) -> dict[str, float]:
+    """Median seconds per call of each function, timed in interleaved rounds after
+    ``warmup`` untimed calls of each."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
     times: dict[str, list[float]] = defaultdict(list)
     for _ in range(repeats):
         for name, fn in fns.items():
@@ -250,9 +254,6 @@ def p3_timings(repeats: int) -> dict[str, float]:
     fns = {
         "attn_lib": lambda: attn_lib.scaled_dot_product_attention(q, k, v),
         "bare": lambda: bare(q, k, v),
-        "bare_output_only": lambda: torch.matmul(
-            torch.softmax(torch.matmul(q * scale, k.mT), dim=-1), v
-        ),
         "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
     }
     faults: dict[str, int] = defaultdict(int)
@@ -274,6 +275,7 @@ def p3_timings(repeats: int) -> dict[str, float]:
             fn()
         t = interleaved(
             {name: counted(name, fn) for name, fn in fns.items()},
+            warmup=0,  # done above, outside the fault count
             repeats=max(20, 4 * repeats),  # 3 ms calls: many rounds are cheap and steadier
             inner=5,
         )
@@ -328,11 +330,6 @@ def bench_attention(repeats: int) -> None:
             f"{t['faults_bare']:.0f}, SDPA {t['faults_sdpa']:.0f}"
         )
     print(
-        f"     bare returning the output only (weights freed inside): "
-        f"{fixed['bare_output_only'] * 1e3:.2f} ms with the fixed allocator; "
-        f"attn_lib / it = {fixed['attn_lib'] / fixed['bare_output_only']:.3f}x"
-    )
-    print(
         "     (fixed allocator: fresh processes whose malloc keeps freed memory for reuse, so no "
         "call pays page faults;\n      default allocator: this process, as a notebook runs; "
         "there a call sometimes pays thousands of page faults, by chance of the process.\n"
@@ -348,7 +345,7 @@ def bench_attention(repeats: int) -> None:
         L, L, d, d, block_size=block, batch=(1,), method="chunked"
     )
     naive_bytes = peak_intermediate_bytes(L, L, d, d, block_size=block, batch=(1,), method="naive")
-    one_matrix = L * L * torch.finfo(torch.float32).bits // 8  # a single L x L float32 matrix
+    one_matrix = naive_bytes // 2  # a single L x L matrix; the naive path holds two
     share = chunked_bytes / one_matrix  # the strict reading: one L x L, not the naive path's two
     report(
         "P4",

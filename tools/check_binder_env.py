@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -58,12 +59,18 @@ PIP_ENV = {
 }
 
 
-def python_from_runtime() -> str:
-    """`python3.11` for a runtime.txt that says `python-3.11`."""
+def runtime_version() -> str:
+    """`3.11` for a binder/runtime.txt that says `python-3.11` (also read by the tests).
+
+    Raises:
+        ValueError: the file says something else.
+    """
     runtime = RUNTIME.read_text(encoding="utf-8").strip()
-    if not runtime.startswith("python-"):
-        raise SystemExit(f"binder/runtime.txt says {runtime!r}; expected python-X.Y")
-    return "python" + runtime.removeprefix("python-")
+    if not re.fullmatch(r"python-\d+\.\d+", runtime):
+        raise ValueError(
+            f"binder/runtime.txt says {runtime!r}; expected one line like 'python-3.11'"
+        )
+    return runtime.removeprefix("python-")
 
 
 def venv_env(venv: Path) -> dict[str, str]:
@@ -141,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if not REQUIREMENTS.is_file():
         print(f"missing {REQUIREMENTS}", file=sys.stderr)
         return 1
-    python = args.python or python_from_runtime()
+    python = args.python or f"python{runtime_version()}"
     if shutil.which(python) is None:
         print(f"{python} not found on PATH", file=sys.stderr)
         return 1

@@ -62,6 +62,7 @@ import re
 import struct
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -138,6 +139,19 @@ def current_type(cell) -> str | None:
     return value if value in SLIDE_TYPES else None
 
 
+def fenced_lines(source: str) -> Iterator[tuple[str, str]]:
+    """Each line of markdown with what it is: "fence" (a line of ``` or ~~~ that opens or
+    closes a code block), "code" (inside one) or "text"."""
+    fence = None  # the marker that opened the current code block
+    for line in source.splitlines():
+        marker = line.strip()[:3]
+        if marker in ("```", "~~~") and (fence is None or marker == fence):
+            fence = marker if fence is None else None
+            yield line, "fence"
+        else:
+            yield line, "text" if fence is None else "code"
+
+
 def heading_level(cell) -> int | None:
     """The level of the largest heading in a markdown cell (``## x`` → 2), None if it has none.
 
@@ -146,13 +160,11 @@ def heading_level(cell) -> int | None:
     """
     if cell.cell_type != "markdown":
         return None
-    levels, fence = [], None  # the fence that opened the current code block
-    for line in cell.source.splitlines():
-        marker = line.strip()[:3]
-        if marker in ("```", "~~~") and (fence is None or marker == fence):
-            fence = marker if fence is None else None
-        elif fence is None and (match := HEADING_LINE.match(line)):
-            levels.append(len(match.group(1)))
+    levels = [
+        len(match.group(1))
+        for line, kind in fenced_lines(cell.source)
+        if kind == "text" and (match := HEADING_LINE.match(line))
+    ]
     return min(levels) if levels else None
 
 
@@ -218,15 +230,14 @@ def prose_height(text: str, chars_per_line: float = CHARS_PER_LINE) -> float:
 
 
 def markdown_height(source: str) -> float:
-    height, in_fence, paragraph, quoted = 0.0, False, [], False
-    for line in source.splitlines() + [""]:
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            in_fence = not in_fence
+    height, paragraph, quoted = 0.0, [], False
+    for line, kind in [*fenced_lines(source), ("", "text")]:
+        if kind == "fence":
             continue
-        if in_fence:
+        if kind == "code":
             height += CODE_LINE
             continue
+        stripped = line.strip()
         quote = stripped.startswith(">")
         stripped = stripped.lstrip(">").strip()
         heading = HEADING_LINE.match(stripped)
@@ -370,15 +381,13 @@ def differences(nb) -> list[tuple[int, str | None, str]]:
 
 def apply(nb) -> int:
     """Set every cell's slide type by the rules; return how many cells changed."""
-    changed = 0
-    for cell, want in zip(nb.cells, slide_types(nb), strict=True):
+    diffs = differences(nb)
+    for index, _, want in diffs:
+        cell = nb.cells[index]
         if not isinstance(cell.metadata.get("slideshow"), dict):
             cell.metadata["slideshow"] = {}  # e.g. a bare string written by hand
-        slideshow = cell.metadata["slideshow"]
-        if slideshow.get("slide_type") != want:
-            slideshow["slide_type"] = want
-            changed += 1
-    return changed
+        cell.metadata["slideshow"]["slide_type"] = want
+    return len(diffs)
 
 
 def summary(types: list[str]) -> str:
