@@ -89,6 +89,17 @@ __all__ = [
 SETTINGS = ("scaled", "unscaled", "unscaled_init")
 SETTINGS_ALL = (*SETTINGS, "unscaled_reparam")
 DEFAULT_D_KS = (8, 32, 128, 512)
+# Draws and training in float64: training is chaotic, and float32 round-off, which differs
+# between CPUs' kernels (and float32 randn itself), moved seeds between "learned" and
+# "stalled". float64 randn is the same on every kernel, and float64 training keeps the
+# round-off far below the printed digits. Costs about 1.3x the float32 time here.
+DTYPE = torch.float64
+# Every run is trained beside a twin whose W_Q starts TWIN_GAP (relative) away: 10 million
+# times more than float64 round-off, so whatever the twin changes by the end, another CPU's
+# rounding could change too. A run whose smoothed loss ever differs from its twin's by more
+# than CHAOS_GAP is *chaotic*: its exact numbers are not a property of the experiment.
+TWIN_GAP = 1e-9
+CHAOS_GAP = 1e-3
 
 _SETTING_HELP = (
     "'scaled' (scores × 1/√d_k), 'unscaled' (× 1), 'unscaled_init' (× 1, W_Q initialised "
@@ -277,10 +288,10 @@ class RetrievalData:
     """A stream of retrieval tasks for S seeds, ``steps`` steps of B tasks each.
 
     Attributes:
-        keys: (steps, S, B, L, d_model), float32, key contents (rows of norm √d_model).
-        queries: (steps, S, B, d_model), float32, noisy copies of the target key's
+        keys: (steps, S, B, L, d_model), float64, key contents (rows of norm √d_model).
+        queries: (steps, S, B, d_model), float64, noisy copies of the target key's
             content (rows of norm √d_model).
-        values: (steps, S, B, L, d_v), float32, i.i.d. N(0, 1).
+        values: (steps, S, B, L, d_v), float64, i.i.d. N(0, 1).
         target: (steps, S, B), int64 in [0, L), which key each query copies.
         seeds: the S seeds, in order.
         task: the task it was drawn for.
@@ -306,10 +317,10 @@ def _make_tasks(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """keys (*shape, L, m), queries (*shape, m), values (*shape, L, d_v), target (*shape)."""
     L, m = task.n_keys, task.d_model
-    keys = _unit_variance_rows(torch.randn(*shape, L, m, generator=g))
-    values = torch.randn(*shape, L, task.d_v, generator=g)
+    keys = _unit_variance_rows(torch.randn(*shape, L, m, generator=g, dtype=DTYPE))
+    values = torch.randn(*shape, L, task.d_v, generator=g, dtype=DTYPE)
     target = torch.randint(0, L, shape, generator=g)
-    noise = torch.randn(*shape, m, generator=g)
+    noise = torch.randn(*shape, m, generator=g, dtype=DTYPE)
     picked = keys.gather(-2, target[..., None, None].expand(*shape, 1, m)).squeeze(-2)
     queries = _unit_variance_rows(picked + task.noise * noise)
     return keys, queries, values, target
@@ -349,14 +360,14 @@ def retrieval_eval_example(task: RetrievalTask | None = None) -> tuple[torch.Ten
     """A fixed example for heatmaps: L keys, and query i a noisy copy of key i.
 
     Returns:
-        keys (L, d_model) and queries (L, d_model), float32; a model that has learned the
+        keys (L, d_model) and queries (L, d_model), float64; a model that has learned the
         task puts its weight on the diagonal of the (L_q, L_k) = (L, L) weights.
     """
     task = RetrievalTask() if task is None else task
     g = _generator("attn_lib.training/eval")
     L, m = task.n_keys, task.d_model
-    keys = _unit_variance_rows(torch.randn(L, m, generator=g))
-    queries = _unit_variance_rows(keys + task.noise * torch.randn(L, m, generator=g))
+    keys = _unit_variance_rows(torch.randn(L, m, generator=g, dtype=DTYPE))
+    queries = _unit_variance_rows(keys + task.noise * torch.randn(L, m, generator=g, dtype=DTYPE))
     return keys, queries
 
 
@@ -420,18 +431,20 @@ class TrainingRun:
         scale: the multiplier of the scores (1/√d_k or 1.0).
         seeds: the S seeds, in order (dim 1 of the per-step tensors, dim 0 of the rest).
         task, optimizer: the pinned configuration used.
-        loss: (steps, S), float32, mean squared error per entry of the retrieved value on
+        loss: (steps, S), float64, mean squared error per entry of the retrieved value on
             the step's fresh batch (dimensionless; ``task.baseline`` is the uniform-weights
             loss, 2(L-1)/L the loss of a one-hot row on a random key).
-        entropy: (steps, S), float32, mean entropy of the B weight rows, in nats
+        entropy: (steps, S), float64, mean entropy of the B weight rows, in nats
             (log L for uniform rows, 0 for one-hot rows).
-        grad_norm_q: (steps, S), float32, Frobenius norm of ∂loss/∂W_Q for each seed,
+        grad_norm_q: (steps, S), float64, Frobenius norm of ∂loss/∂W_Q for each seed,
             before the update (the raw gradient: in the scaled model it carries the
             factor 1/√d_k, so compare shapes over training more than levels across
             settings).
-        eval_weights_init: (S, L, L), float32, weights on ``retrieval_eval_example`` at
+        eval_weights_init: (S, L, L), float64, weights on ``retrieval_eval_example`` at
             initialisation (row i: query copying key i).
-        eval_weights: (S, L, L), float32, the same after ``steps`` updates.
+        eval_weights: (S, L, L), float64, the same after ``steps`` updates.
+        twin_loss: (steps, S), float64, the loss of each seed's twin (W_Q moved by a
+            relative ``TWIN_GAP`` at the start), for ``chaotic``.
     """
 
     setting: str
@@ -445,6 +458,7 @@ class TrainingRun:
     grad_norm_q: torch.Tensor
     eval_weights_init: torch.Tensor
     eval_weights: torch.Tensor
+    twin_loss: torch.Tensor
 
     @property
     def steps(self) -> int:
@@ -530,6 +544,24 @@ class TrainingRun:
         s = self.smoothed_loss()
         return (s - torch.cummin(s, dim=0).values).amax(dim=0)
 
+    def twin_gap(self) -> torch.Tensor:
+        """(S,): the largest difference between the smoothed loss and the twin's, over steps."""
+        twin = trailing_mean(self.twin_loss, self.task.window)
+        return (self.smoothed_loss() - twin).abs().amax(dim=0)
+
+    def chaotic(self) -> torch.Tensor:
+        """(S,) bool: runs that a change of W_Q in its 9th digit sends elsewhere.
+
+        Their exact numbers depend on round-off, hence on the CPU; only statistics with
+        a margin say anything about them.
+        """
+        return self.twin_gap() > CHAOS_GAP
+
+    @property
+    def n_chaotic(self) -> int:
+        """Runs whose smoothed loss ends up more than CHAOS_GAP from their twin's."""
+        return int(self.chaotic().sum())
+
     def median_seed(self) -> int:
         """Index (into ``seeds``) of the run with the (lower) median final loss."""
         final = self.final_loss()
@@ -540,10 +572,11 @@ class TrainingRun:
 
         Keys: setting, d_k, lr, median_steps (int, lower median with "never" counted as
         later than any step; None when that median is a "never"), n_never, n_relapsed,
-        n_seeds, stall_fraction (n_never + n_relapsed = stall_fraction × n_seeds),
+        n_seeds, n_chaotic, stall_fraction (n_never + n_relapsed = stall_fraction × n_seeds),
         final_loss, final_entropy (nats), max_rebound, grad_early, grad_late (median
         W_Q gradient norm over the first and the last ``window`` steps). Every float is a
-        median over seeds (the lower one, torch.median).
+        median over seeds (the lower one, torch.median). Chaotic runs included: use
+        ``robust_summary`` for numbers that are the same on every CPU.
         """
         reach = self.steps_to_threshold()
         big = self.steps + 1
@@ -557,12 +590,58 @@ class TrainingRun:
             "n_never": self.n_never,
             "n_relapsed": self.n_relapsed,
             "n_seeds": self.n_seeds,
+            "n_chaotic": self.n_chaotic,
             "stall_fraction": self.stall_fraction,
             "final_loss": _lower_median(self.final_loss()),
             "final_entropy": _lower_median(self.final_entropy()),
             "max_rebound": _lower_median(self.max_rebound()),
             "grad_early": _lower_median(self.grad_norm_q[:w].mean(dim=0)),
             "grad_late": _lower_median(self.grad_norm_q[-w:].mean(dim=0)),
+        }
+
+    def robust_summary(self) -> dict[str, object]:
+        """Plain numbers for a table, over the runs that are not chaotic.
+
+        A chaotic run's exact numbers depend on round-off (``chaotic``), so they are left
+        out here: every number below is the same on any CPU. The TrainingRun's own
+        methods cover every seed.
+
+        Keys: as ``summary`` without stall_fraction, and n_robust (= n_seeds - n_chaotic, the
+        runs counted below), median_steps (int, lower median with "never" counted as
+        later than any step; None when that median is a "never" or n_robust is 0),
+        n_never, n_relapsed, n_stalled (= n_never + n_relapsed), final_loss,
+        final_entropy (nats), max_rebound, grad_early, grad_late (median W_Q gradient
+        norm over the first and the last ``window`` steps). Every float is the lower
+        median over the robust runs, None when there are none.
+        """
+        keep = ~self.chaotic()
+        n = int(keep.sum())
+        reach = self.steps_to_threshold()[keep]
+        big = self.steps + 1
+        med = int(torch.where(reach < 0, big, reach).median()) if n else big
+        final = self.final_loss()[keep]
+        relapsed = (reach >= 0) & (final > self.task.threshold)
+        w = self.task.window
+
+        def median(x: torch.Tensor) -> float | None:
+            return _lower_median(x[keep]) if n else None
+
+        return {
+            "setting": self.setting,
+            "d_k": self.d_k,
+            "lr": self.optimizer.lr,
+            "n_seeds": self.n_seeds,
+            "n_chaotic": self.n_seeds - n,
+            "n_robust": n,
+            "median_steps": None if med == big else med,
+            "n_never": int((reach < 0).sum()),
+            "n_relapsed": int(relapsed.sum()),
+            "n_stalled": int((reach < 0).sum() + relapsed.sum()),
+            "final_loss": median(self.final_loss()),
+            "final_entropy": median(self.final_entropy()),
+            "max_rebound": median(self.max_rebound()),
+            "grad_early": median(self.grad_norm_q[:w].mean(dim=0)),
+            "grad_late": median(self.grad_norm_q[-w:].mean(dim=0)),
         }
 
 
@@ -580,9 +659,19 @@ def _init_weights(seeds: tuple[int, ...], d_k: int, d_model: int) -> tuple[torch
     wq, wk = [], []
     for s in seeds:
         g = _generator("attn_lib.training/init", s, d_k, d_model)
-        wq.append(torch.randn(d_k, d_model, generator=g) / math.sqrt(d_model))
-        wk.append(torch.randn(d_k, d_model, generator=g) / math.sqrt(d_model))
+        wq.append(torch.randn(d_k, d_model, generator=g, dtype=DTYPE) / math.sqrt(d_model))
+        wk.append(torch.randn(d_k, d_model, generator=g, dtype=DTYPE) / math.sqrt(d_model))
     return torch.stack(wq), torch.stack(wk)
+
+
+def _twin(w_q0: torch.Tensor, seeds: tuple[int, ...], d_k: int) -> torch.Tensor:
+    """W_Q's initial draw, each entry moved by a relative TWIN_GAP (its own generator)."""
+    noise = [
+        torch.randn(w_q0.shape[1:], generator=_generator("attn_lib.training/twin", s, d_k),
+                    dtype=DTYPE)
+        for s in seeds
+    ]
+    return w_q0 * (1 + TWIN_GAP * torch.stack(noise))
 
 
 def _check_setting(setting: object) -> str:
@@ -639,7 +728,7 @@ def train_retrieval(
             reproducible for a fixed thread count.
 
     Returns:
-        TrainingRun with per-step (steps, S) float32 loss, entropy (nats) and W_Q
+        TrainingRun with per-step (steps, S) float64 loss, entropy (nats) and W_Q
         gradient norm, and the (S, L, L) weights on the evaluation example before and
         after training.
 
@@ -700,8 +789,8 @@ def _train(
         raise ValueError("arms trained together must share the optimizer name and betas.")
     c = 1.0 / math.sqrt(d_k)
 
-    def per_row(values: Sequence[float]) -> torch.Tensor:  # one value per arm → (R, 1, 1)
-        return torch.tensor(values, dtype=torch.float32).repeat_interleave(S).reshape(R, 1, 1)
+    def per_row(values: Sequence[float]) -> torch.Tensor:  # one value per arm → (2R, 1, 1)
+        return torch.tensor(values, dtype=DTYPE).repeat_interleave(S).repeat(2).reshape(-1, 1, 1)
 
     scales = [c if st == "scaled" else 1.0 for st, _ in arms]
     scale = per_row(scales)
@@ -721,33 +810,38 @@ def _train(
     eps_k = per_row([o.eps for _, o in arms])
 
     w_q0, w_k0 = _init_weights(seeds, d_k, m)  # (S, d_k, m) each, shared by the arms
-    w_q = (w_q0.repeat(A, 1, 1) * init_q).requires_grad_()  # (R, d_k, m)
-    w_k = w_k0.repeat(A, 1, 1).requires_grad_()
+    # Rows R … 2R-1 are twins: the same runs with W_Q moved by a relative 1e-9 at the start.
+    # Where a twin ends elsewhere, the run is chaotic (see TrainingRun.chaotic).
+    w_q0 = torch.cat([w_q0.repeat(A, 1, 1), _twin(w_q0, seeds, d_k).repeat(A, 1, 1)])
+    w_q = (w_q0 * init_q).requires_grad_()  # (2R, d_k, m)
+    w_k = w_k0.repeat(2 * A, 1, 1).requires_grad_()
     params, lrs, epss = (w_q, w_k), (lr_q, lr_k), (eps_q, eps_k)
     m1 = [torch.zeros_like(p) for p in params]
     m2 = [torch.zeros_like(p) for p in params]
 
     eval_keys, eval_queries = retrieval_eval_example(task)
-    eval_q, eval_k = eval_queries.expand(R, L, m), eval_keys.expand(R, L, m)
+    eval_q, eval_k = eval_queries.expand(2 * R, L, m), eval_keys.expand(2 * R, L, m)
     with torch.no_grad():
         eval_init = _weights(eval_q, eval_k, w_q, w_k, scale)  # (R, L, L)
 
-    loss_log = torch.empty(steps, R)
-    entropy_log = torch.empty(steps, R)
-    grad_log = torch.empty(steps, R)
-    scale4 = scale.unsqueeze(-1)  # (R, 1, 1, 1)
+    R2 = 2 * R
+    loss_log = torch.empty(steps, R2, dtype=DTYPE)
+    entropy_log = torch.empty(steps, R2, dtype=DTYPE)
+    grad_log = torch.empty(steps, R2, dtype=DTYPE)
+    scale4 = scale.unsqueeze(-1)  # (2R, 1, 1, 1)
     for t in range(steps):
-        x_k = data.keys[t].repeat(A, 1, 1, 1)  # (R, B, L, m)
-        x_q = data.queries[t].repeat(A, 1, 1)  # (R, B, m)
-        values = data.values[t].repeat(A, 1, 1, 1)  # (R, B, L, d_v)
-        target = data.target[t].repeat(A, 1)  # (R, B)
-        q = (x_q @ w_q.transpose(1, 2)).unsqueeze(2)  # (R, B, 1, d_k)
-        k = (x_k.reshape(R, B * L, m) @ w_k.transpose(1, 2)).reshape(R, B, L, d_k)
+        x_k = data.keys[t].repeat(2 * A, 1, 1, 1)  # (2R, B, L, m)
+        x_q = data.queries[t].repeat(2 * A, 1, 1)  # (2R, B, m)
+        values = data.values[t].repeat(2 * A, 1, 1, 1)  # (2R, B, L, d_v)
+        target = data.target[t].repeat(2 * A, 1)  # (2R, B)
+        # q·k_i = (x_q W_Qᵀ)·(c_i W_Kᵀ) = (x_q W_Qᵀ W_K)·c_i: the same scores from an m × m
+        # product, without the (2R, B, L, d_k) keys (about 5x faster at d_k = 512).
+        q_in_key_space = (x_q @ (w_q.transpose(1, 2) @ w_k)).unsqueeze(2)  # (2R, B, 1, m)
         # softmax(q Kᵀ · scale) V with a per-row scale: scaling the query is what
         # scaled_dot_product_attention does with its own ``scale`` (hence scale=1.0 here).
-        out, weights = scaled_dot_product_attention(q * scale4, k, values, scale=1.0)
-        # out (R, B, 1, d_v), weights (R, B, 1, L)
-        wanted = values.gather(2, target[..., None, None].expand(R, B, 1, task.d_v))
+        out, weights = scaled_dot_product_attention(q_in_key_space * scale4, x_k, values, scale=1.0)
+        # out (2R, B, 1, d_v), weights (2R, B, 1, L)
+        wanted = values.gather(2, target[..., None, None].expand(R2, B, 1, task.d_v))
         per_row_loss = ((out - wanted) ** 2).mean(dim=(1, 2, 3))  # (R,)
         # Summed over rows: row r's gradient is ∂loss[r]/∂(its own slice) only.
         per_row_loss.sum().backward()
@@ -771,7 +865,7 @@ def _train(
         eval_final = _weights(eval_q, eval_k, w_q, w_k, scale)
     runs = []
     for a, (setting, opt) in enumerate(arms):
-        rows = slice(a * S, (a + 1) * S)
+        rows, twins = slice(a * S, (a + 1) * S), slice(R + a * S, R + (a + 1) * S)
         runs.append(
             TrainingRun(
                 setting=setting,
@@ -785,6 +879,7 @@ def _train(
                 grad_norm_q=grad_log[:, rows].clone(),
                 eval_weights_init=eval_init[rows].clone(),
                 eval_weights=eval_final[rows].clone(),
+                twin_loss=loss_log[:, twins].clone(),
             )
         )
     return runs
@@ -813,6 +908,10 @@ class ScalingExperiment:
     def summary(self) -> list[dict[str, object]]:
         """One ``TrainingRun.summary()`` row per (d_k, setting), d_k-major."""
         return [self.runs[(s, d)].summary() for d in self.d_ks for s in self.settings]
+
+    def robust_summary(self) -> list[dict[str, object]]:
+        """One ``TrainingRun.robust_summary()`` row per (d_k, setting), d_k-major."""
+        return [self.runs[(s, d)].robust_summary() for d in self.d_ks for s in self.settings]
 
 
 def run_scaling_experiment(
@@ -882,6 +981,10 @@ class LrSweep:
     def summary(self) -> list[dict[str, object]]:
         """One ``TrainingRun.summary()`` row per (lr, setting), lr-major."""
         return [self.runs[(s, lr)].summary() for lr in self.lrs for s in self.settings]
+
+    def robust_summary(self) -> list[dict[str, object]]:
+        """One ``TrainingRun.robust_summary()`` row per (lr, setting), lr-major."""
+        return [self.runs[(s, lr)].robust_summary() for lr in self.lrs for s in self.settings]
 
 
 def lr_sweep(
@@ -957,7 +1060,7 @@ class RunOverview:
             the experiment at this d_k (the one shown included), for comparison.
         seed: the seed whose learned weights are shown: the one with the (lower) median
             final loss (``TrainingRun.median_seed``).
-        weights: (L, L), float32, that seed's weights on ``retrieval_eval_example`` after
+        weights: (L, L), float64, that seed's weights on ``retrieval_eval_example`` after
             training (rows: queries, query i a noisy copy of key i; columns: keys).
         n_seeds, n_reached, n_never, n_relapsed, n_stalled: counts over seeds (reached:
             the smoothed loss got to the threshold at some step; never: it did not;
@@ -1048,17 +1151,17 @@ def run_overview(experiment: ScalingExperiment, setting: str, d_k: int) -> RunOv
 
 
 def summary_table(rows: Sequence[dict[str, object]], *, show_lr: bool = False) -> str:
-    """Format ``summary()`` rows as a fixed-width text table, counts as k/n.
+    """Format ``robust_summary()`` rows as a fixed-width text table, counts as k/n.
 
     Columns: d_k, setting, (lr), reached (runs whose smoothed loss got to the threshold),
     median steps to the threshold ("never" when the median run never got there), never,
-    relapsed, stalled (never + relapsed: not below the threshold at the end) and the
-    median final loss (3 decimals: training is chaotic, later digits can differ
-    between CPUs).
+    relapsed, stalled (never + relapsed: not below the threshold at the end), the median
+    final loss, and the chaotic runs. Every count but the last is out of the runs that
+    are not chaotic; "–" where none is left.
 
     Args:
-        rows: dicts as returned by ``TrainingRun.summary`` (or ``ScalingExperiment.summary``
-            / ``LrSweep.summary``).
+        rows: dicts as returned by ``TrainingRun.robust_summary`` (or the
+            ``robust_summary`` of a ``ScalingExperiment`` or an ``LrSweep``).
         show_lr: add a learning-rate column.
 
     Returns:
@@ -1066,8 +1169,6 @@ def summary_table(rows: Sequence[dict[str, object]], *, show_lr: bool = False) -
 
     Raises:
         ValueError: no rows.
-
-    Source: notebook 09 of this series.
     """
     if not rows:
         raise ValueError("give at least one summary row.")
@@ -1075,18 +1176,23 @@ def summary_table(rows: Sequence[dict[str, object]], *, show_lr: bool = False) -
     lr_head = f"{'lr':>7}" if show_lr else ""
     header = (
         f"{'d_k':>4}  {'setting':<{width}}{lr_head}  {'reached':>7}  {'median steps':>12}  "
-        f"{'never':>5}  {'relapsed':>8}  {'stalled':>7}  {'final loss':>10}"
+        f"{'never':>5}  {'relapsed':>8}  {'stalled':>7}  {'final loss':>10}  {'chaotic':>7}"
     )
     lines = [header]
     for r in rows:
-        n = r["n_seeds"]
-        med = "never" if r["median_steps"] is None else str(r["median_steps"])
+        n, total = r["n_robust"], r["n_seeds"]
         lr = f"{r['lr']:>7g}" if show_lr else ""
-        stalled = r["n_never"] + r["n_relapsed"]
+        if n:
+            med = "never" if r["median_steps"] is None else str(r["median_steps"])
+            cells = (
+                f"{n - r['n_never']:>4}/{n:<2}  {med:>12}  {r['n_never']:>5}  "
+                f"{r['n_relapsed']:>8}  {r['n_stalled']:>4}/{n:<2}  {r['final_loss']:>10.3f}"
+            )
+        else:
+            cells = f"{'–':>7}  {'–':>12}  {'–':>5}  {'–':>8}  {'–':>7}  {'–':>10}"
         lines.append(
-            f"{r['d_k']:>4}  {SETTING_LABELS[str(r['setting'])]:<{width}}{lr}  "
-            f"{n - r['n_never']:>4}/{n:<2}  {med:>12}  {r['n_never']:>5}  "
-            f"{r['n_relapsed']:>8}  {stalled:>4}/{n:<2}  {r['final_loss']:>10.3f}"
+            f"{r['d_k']:>4}  {SETTING_LABELS[str(r['setting'])]:<{width}}{lr}  {cells}  "
+            f"{r['n_chaotic']:>4}/{total:<2}"
         )
     return "\n".join(lines)
 

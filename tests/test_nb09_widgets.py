@@ -88,18 +88,23 @@ def test_run_overview_rejects_what_was_not_run(experiment):
 
 
 def test_summary_table(experiment):
-    rows = experiment.summary()
+    rows = experiment.robust_summary()
     lines = training.summary_table(rows).splitlines()
     assert len(lines) == 1 + len(rows)
-    for word in ("d_k", "setting", "reached", "median steps", "never", "relapsed", "stalled"):
+    for word in ("d_k", "setting", "reached", "median steps", "never", "relapsed", "stalled",
+                 "chaotic"):
         assert word in lines[0]
     for line, r in zip(lines[1:], rows, strict=True):
         assert training.SETTING_LABELS[r["setting"]] in line
-        stalled = r["n_never"] + r["n_relapsed"]
-        assert f"{stalled:>4}/4" in line and f"{4 - r['n_never']:>4}/4" in line
-        assert f"{r['final_loss']:.3f}" in line
-    never = dict(rows[0], median_steps=None, n_never=4, setting="unscaled")
+        n = r["n_robust"]
+        assert line.endswith(f"{r['n_chaotic']:>4}/{r['n_seeds']:<2}")
+        if n:
+            assert f"{r['n_stalled']:>4}/{n:<2}" in line and f"{n - r['n_never']:>4}/{n:<2}" in line
+            assert f"{r['final_loss']:.3f}" in line
+    never = dict(rows[0], median_steps=None, n_never=4, n_robust=4, setting="unscaled")
     assert "never" in training.summary_table([never]).splitlines()[1]
+    chaotic = dict(rows[0], n_robust=0, n_chaotic=4)
+    assert training.summary_table([chaotic]).splitlines()[1].count("–") == 6
     with_lr = training.summary_table(rows[:1], show_lr=True).splitlines()
     assert "lr" in with_lr[0] and "0.03" in with_lr[1]
     with pytest.raises(ValueError, match="at least one summary row"):

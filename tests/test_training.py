@@ -16,6 +16,9 @@ import pytest
 import torch
 
 from attn_lib.training import (
+    CHAOS_GAP,
+    DTYPE,
+    TWIN_GAP,
     SETTINGS,
     SETTINGS_ALL,
     OptimizerConfig,
@@ -146,6 +149,39 @@ def test_unscaled_reparam_is_the_scaled_model(optimizer, d_k):
     torch.testing.assert_close(b.grad_norm_q, a.grad_norm_q * math.sqrt(d_k), rtol=1e-4, atol=1e-6)
 
 
+# --- chaotic runs: what another CPU's rounding could change ---------------------------------
+
+
+def test_every_run_has_a_twin_that_starts_a_hair_away():
+    run = train_retrieval("scaled", 32, n_seeds=3, steps=30)
+    rel = ((run.twin_loss[0] - run.loss[0]) / run.loss[0]).abs()
+    assert bool((rel > 0).all()) and bool((rel < 100 * TWIN_GAP).all())
+    assert run.n_chaotic == 0 and float(run.twin_gap().max()) < CHAOS_GAP / 1000
+
+
+def test_unscaled_training_at_large_d_k_is_chaotic():
+    """Without the scale at d_k = 512, a change in W_Q's 9th digit changes the run."""
+    runs = run_scaling_experiment(d_ks=(512,), n_seeds=4, steps=120)
+    assert runs["scaled", 512].n_chaotic == 0
+    assert runs["unscaled", 512].n_chaotic == 4
+    assert float(runs["unscaled", 512].twin_gap().min()) > 10 * CHAOS_GAP
+
+
+def test_robust_summary_leaves_out_the_chaotic_runs():
+    runs = run_scaling_experiment(d_ks=(32, 512), n_seeds=4, steps=120)
+    for (setting, d_k), run in runs.runs.items():
+        full, robust = run.summary(), run.robust_summary()
+        assert robust["n_robust"] + robust["n_chaotic"] == run.n_seeds == full["n_seeds"]
+        assert robust["n_chaotic"] == full["n_chaotic"] == int(run.chaotic().sum())
+        assert robust["n_stalled"] == robust["n_never"] + robust["n_relapsed"] <= robust["n_robust"]
+        if robust["n_chaotic"] == 0:  # nothing left out: the two agree
+            assert {k: robust[k] for k in full if k != "stall_fraction"} == {
+                k: full[k] for k in full if k != "stall_fraction"}
+    none_left = runs["unscaled", 512].robust_summary()
+    assert none_left["n_robust"] == 0
+    assert none_left["median_steps"] is None and none_left["final_loss"] is None
+
+
 # --- shapes and summaries --------------------------------------------------------------------
 
 
@@ -155,19 +191,19 @@ def test_result_shapes_and_ranges():
     assert run.steps == 12 and run.n_seeds == 3 and run.seeds == (0, 1, 2)
     for name in ("loss", "entropy", "grad_norm_q"):
         t = getattr(run, name)
-        assert t.shape == (12, 3) and t.dtype == torch.float32, name
+        assert t.shape == (12, 3) and t.dtype == DTYPE, name
         assert bool(torch.isfinite(t).all()), name
     for name in ("eval_weights_init", "eval_weights"):
         w = getattr(run, name)
-        assert w.shape == (3, 5, 5) and w.dtype == torch.float32
-        torch.testing.assert_close(w.sum(dim=-1), torch.ones(3, 5))
+        assert w.shape == (3, 5, 5) and w.dtype == DTYPE
+        torch.testing.assert_close(w.sum(dim=-1), torch.ones(3, 5, dtype=DTYPE))
     assert bool((run.entropy >= 0).all()) and bool((run.entropy <= math.log(5) + 1e-5).all())
     for what in ("loss", "entropy", "grad_norm_q"):
         band = run.band(what)
         assert band.shape == (3, 12)
         assert bool((band[0] <= band[1]).all()) and bool((band[1] <= band[2]).all())
     median = run.entropy.median(dim=1).values  # 3 seeds: the middle one at each step
-    torch.testing.assert_close(run.band("entropy", (0.5,), smooth=False)[0], median)
+    torch.testing.assert_close(run.band("entropy", (0.5,), smooth=False)[0], median.float())
     with pytest.raises(ValueError, match="what must be"):
         run.band("weights")
     reach = run.steps_to_threshold()
@@ -184,7 +220,7 @@ def test_result_shapes_and_ranges():
     data = make_retrieval_data((0, 1, 2), 12, task)
     assert data.keys.shape == (12, 3, 2, 5, 4) and data.queries.shape == (12, 3, 2, 4)
     assert data.values.shape == (12, 3, 2, 5, 3) and data.target.shape == (12, 3, 2)
-    torch.testing.assert_close(data.keys.norm(dim=-1), torch.full((12, 3, 2, 5), 2.0))
+    torch.testing.assert_close(data.keys.norm(dim=-1), torch.full((12, 3, 2, 5), 2.0, dtype=DTYPE))
 
 
 def test_experiment_and_sweep_share_one_data_stream():

@@ -15,6 +15,11 @@ Kernel" dialog), loses the saved widget state (readers without a kernel see the 
 gallery cells instead), gets every cell's slide type from the rules of
 ``tools/set_slide_metadata.py`` (some rules look at the outputs, so this comes after the run),
 and is checked for execution counts 1, 2, 3, ... before it is written.
+
+The script prints which CPU kernels it ran with (``tools/cpu_kernels.py``: the ATen CPU
+capability and any ``ATEN_CPU_CAPABILITY`` / ``MKL_*`` variable set) and records the same line
+in each notebook's metadata as ``executed_with``. The stored outputs must not depend on it:
+``python tools/cpu_kernels.py nbval`` checks them under a second set of kernels.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import set_slide_metadata  # a sibling script in tools/, not a package
+import cpu_kernels  # sibling scripts in tools/, not a package
+import set_slide_metadata
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -96,9 +102,10 @@ def execute(path: Path, timeout: int) -> nbformat.NotebookNode:
     return nb
 
 
-def finalise(nb: nbformat.NotebookNode, name: str) -> None:
+def finalise(nb: nbformat.NotebookNode, name: str, kernels: str) -> None:
     """Set the metadata, drop widget state, and check the execution counts."""
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["executed_with"] = kernels
     if "language_info" not in nb.metadata:
         raise NotebookFailed(f"{name}: the kernel sent no language_info")
     nb.metadata.pop("widgets", None)
@@ -202,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no such notebook: {path}", file=sys.stderr)
             return 1
 
+    kernels = cpu_kernels.describe()
+    print(f"CPU kernels: {kernels}")
     changed = []
     total = time.perf_counter()
     for path in paths:
@@ -209,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             stored = nbformat.read(path, as_version=4)
             fresh = execute(path, args.timeout)
-            finalise(fresh, path.name)
+            finalise(fresh, path.name, kernels)
         except NotebookFailed as exc:
             print(f"FAILED {exc}", file=sys.stderr)
             return 1
