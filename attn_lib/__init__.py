@@ -10,6 +10,7 @@ d_model model width, d_k query/key width, d_v value width.
 
 from .chunked import chunked_attention
 from .core import SingleHeadAttention, scaled_dot_product_attention
+from .formatting import fmt_values
 from .masks import (
     causal_mask,
     combine_masks,
@@ -33,6 +34,7 @@ __all__ = [
     "chunked_attention",
     "combine_masks",
     "entropy",
+    "fmt_values",
     "naive_softmax",
     "padding_mask",
     "scaled_dot_product_attention",
