@@ -55,7 +55,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .shapes import check_mask, check_qkv, check_scale, check_scores_finite
+from .shapes import (
+    as_int,
+    check_float_dtype,
+    check_mask,
+    check_qkv,
+    check_scale,
+    check_scores_finite,
+    check_size,
+)
 
 __all__ = [
     "BlockState",
@@ -71,14 +79,6 @@ _NEG_INF = float("-inf")
 # of the fastest block size measured on a 2-core CPU (512: 8.7 % of one L × L) and 0.3-0.4x
 # F.scaled_dot_product_attention's time; tools/benchmark.py (P4) prints both figures.
 DEFAULT_BLOCK_SIZE = 128
-
-
-def _check_block_size(name: str, n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"{name} must be an int ≥ 1 (a number of keys), got {type(n).__name__}.")
-    if n < 1:
-        raise ValueError(f"{name} must be an int ≥ 1 (a number of keys), got {n}.")
-    return n
 
 
 def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -173,10 +173,10 @@ def chunked_attention(
     """
     shapes = check_qkv(query, key, value)
     scale = 1.0 / math.sqrt(shapes.d_k) if scale is None else check_scale(scale)
-    block_size = _check_block_size("block_size", block_size)
+    block_size = check_size("block_size", block_size)
     if query_block_size is not None:
-        query_block_size = _check_block_size("query_block_size", query_block_size)
-    keep = None if mask is None else check_mask(mask, shapes.scores)
+        query_block_size = check_size("query_block_size", query_block_size)
+    keep = None if mask is None else check_mask(mask, shapes.scores, device=query.device)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
         raise RuntimeError(
             "chunked_attention computes the output only, without gradients: it overwrites "
@@ -284,10 +284,9 @@ def chunked_attention_trace(
     """
     shapes = check_qkv(query, key, value)
     scale = 1.0 / math.sqrt(shapes.d_k) if scale is None else check_scale(scale)
-    block_size = _check_block_size("block_size", block_size)
-    keep = None if mask is None else check_mask(mask, shapes.scores)
-    if isinstance(row, bool) or not isinstance(row, int):
-        raise TypeError(f"row must be an int, got {type(row).__name__}.")
+    block_size = check_size("block_size", block_size)
+    keep = None if mask is None else check_mask(mask, shapes.scores, device=query.device)
+    row = as_int("row", row)
     if not -shapes.L_q <= row < shapes.L_q:
         raise IndexError(f"row {row} is out of range for L_q = {shapes.L_q} queries.")
     row %= shapes.L_q
@@ -389,13 +388,13 @@ def peak_intermediate_bytes(
     Returns:
         bytes, an int.
     """
-    for name, n in (("L_q", L_q), ("L_k", L_k), ("d_k", d_k), ("d_v", d_v)):
-        _check_block_size(name, n)
-    block_size = _check_block_size("block_size", block_size)
+    L_q, L_k, d_k, d_v = (
+        check_size(name, n) for name, n in (("L_q", L_q), ("L_k", L_k), ("d_k", d_k), ("d_v", d_v))
+    )
+    block_size = check_size("block_size", block_size)
     if query_block_size is not None:
-        query_block_size = _check_block_size("query_block_size", query_block_size)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}.")
+        query_block_size = check_size("query_block_size", query_block_size)
+    check_float_dtype("dtype", dtype)
     slices = math.prod(batch)
     if method == "naive":
         return 2 * L_q * L_k * slices * dtype.itemsize

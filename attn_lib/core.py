@@ -13,6 +13,7 @@ from torch import nn
 
 from .shapes import (
     ShapeError,
+    check_device,
     check_dropout_p,
     check_finite,
     check_float_tensor,
@@ -20,6 +21,7 @@ from .shapes import (
     check_qkv,
     check_scale,
     check_scores_finite,
+    check_size,
     fmt_shape,
 )
 
@@ -96,15 +98,15 @@ def scaled_dot_product_attention(
     article's code (the backward pass needs the weights).
 
     Raises:
-        TypeError: non-float or mixed-dtype inputs, a float-typed mask, a bad scale,
-            fill_value or dropout_p type.
+        TypeError: inputs that are not float32, float64, float16 or bfloat16 (integer,
+            bool, float8) or of mixed dtypes, a bad scale, fill_value or dropout_p type.
         ShapeError: ranks outside 2..4 or unequal, d_k or L_k mismatches, batch dims
             that differ.
         MaskError: a float mask, a mask that does not fit the scores (a (B, L_k)
-            padding mask not unsqueezed, a lower-rank mask), or one that blocks
-            every key for every query.
-        ValueError: NaN/inf in the inputs, scale not finite or ≤ 0, dropout_p not in
-            [0, 1), fill_value NaN.
+            padding mask not unsqueezed, a lower-rank mask), one that blocks
+            every key for every query, or one on another device than the query.
+        ValueError: NaN/inf in the inputs, inputs on different devices or on the meta
+            device, scale not finite or ≤ 0, dropout_p not in [0, 1), fill_value NaN.
         RuntimeError: an explicit fill_value that the dtype cannot hold (as masked_fill).
 
     Source: Vaswani et al. 2017, eq. (1); article sections 2.3 and 3.2;
@@ -117,7 +119,7 @@ def scaled_dot_product_attention(
         raise TypeError(f"training must be True or False, got {training!r}.")
     if fill_value is not None:
         fill_value = _check_fill_value(fill_value)
-    keep = None if mask is None else check_mask(mask, shapes.scores)
+    keep = None if mask is None else check_mask(mask, shapes.scores, device=query.device)
 
     dtype = query.dtype
     if fill_value is not None:
@@ -168,7 +170,8 @@ class SingleHeadAttention(nn.Module):
     x @ weight.T; the article writes the same matrix as (d_model, d_k).
 
     Args:
-        d_model: width of the input x.
+        d_model: width of the input x (an int, NumPy integer or 0-d integer tensor,
+            as every width below).
         d_k: width of queries and keys (the article takes d_k = d_model; a convention).
         bias: give W_Q, W_K, W_V a bias (default False, as in the article; note that
             ``nn.Linear`` itself defaults to bias=True).
@@ -194,12 +197,8 @@ class SingleHeadAttention(nn.Module):
         d_v: int | None = None,
     ) -> None:
         super().__init__()
-        d_v = d_k if d_v is None else d_v
-        for name, n in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
-            if isinstance(n, bool) or not isinstance(n, int):
-                raise TypeError(f"{name} must be an int, got {type(n).__name__}.")
-            if n < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {n}.")
+        d_model, d_k = check_size("d_model", d_model), check_size("d_k", d_k)
+        d_v = d_k if d_v is None else check_size("d_v", d_v)
         self.d_model, self.d_k, self.d_v = d_model, d_k, d_v
         self.dropout = check_dropout_p(dropout)
         self.W_Q = nn.Linear(d_model, d_k, bias=bias)
@@ -223,11 +222,24 @@ class SingleHeadAttention(nn.Module):
                 f"SingleHeadAttention({self.d_model}, {self.d_k})). Check the embedding width "
                 f"or build the module with d_model={x.shape[-1]}."
             )
-        weight_dtype = self.W_Q.weight.dtype
-        if x.dtype != weight_dtype:
+        weight = self.W_Q.weight
+        if x.dtype != weight.dtype:
             raise TypeError(
-                f"{name} has dtype {x.dtype} but the module's weights are {weight_dtype}. "
-                f"Convert one of them: {name}.to({weight_dtype}) or module.to({x.dtype})."
+                f"{name} has dtype {x.dtype} but the module's weights are {weight.dtype}. "
+                f"Convert one of them: {name}.to({weight.dtype}) or module.to({x.dtype})."
+            )
+        check_device(name, x)
+        if x.device != weight.device:
+            if weight.device.type == "meta":
+                raise ValueError(
+                    "the module's weights are on the meta device, which holds shapes but no "
+                    "values; build the module on the CPU (or a GPU), or give it real weights "
+                    "with module.to_empty(device='cpu') and load a state_dict."
+                )
+            raise ValueError(
+                f"{name} is on {x.device} but the module's weights are on {weight.device}; "
+                f"attention needs one device. Move one of them: "
+                f"{name}.to(module.W_Q.weight.device) or module.to({name}.device)."
             )
         check_finite(name, x)
 
@@ -254,7 +266,7 @@ class SingleHeadAttention(nn.Module):
 
         Raises:
             ShapeError, MaskError, TypeError, ValueError: as scaled_dot_product_attention,
-                and when x's last dim is not d_model.
+                and when x's last dim is not d_model, or x is not on the module's device.
         """
         self._check_input("x", x)
         source = x

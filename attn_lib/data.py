@@ -21,7 +21,7 @@ import torch
 
 from .core import SingleHeadAttention, scaled_dot_product_attention
 from .masks import causal_mask, padding_mask
-from .shapes import ShapeError
+from .shapes import ShapeError, check_size
 
 __all__ = [
     "ARTICLE_BATCH",
@@ -368,10 +368,8 @@ def embedding_table(
         raise ValueError("tokens is empty: an embedding table needs at least one token.")
     if not all(isinstance(t, str) for t in vocabulary):
         raise TypeError(f"tokens must be strings, got {vocabulary}.")
-    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-        raise ShapeError(f"d_model must be an int ≥ 1, got {d_model!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an int ≥ 0, got {seed!r}.")
+    d_model = check_size("d_model", d_model, error=ShapeError)
+    seed = check_size("seed", seed, 0)
     g = torch.Generator().manual_seed(seed)
     rows = torch.randn(len(vocabulary), d_model, generator=g)  # (V, d_model)
     return dict(zip(vocabulary, rows, strict=True))

@@ -1,28 +1,15 @@
 """Look at a learner's attention tensors and say, in plain words, what looks wrong.
 
-:func:`diagnose` takes the tensors of an attention computation — query, key,
-value, and optionally the mask and the weights the learner computed — and
-returns a :class:`Diagnosis`: a list of :class:`Finding` (level, code,
-message) that prints as a short report. It never raises on bad tensors: a
-shape that does not fit is a finding, with what the shapes imply and the usual
-fix, not a traceback.
+:func:`diagnose` checks query, key, value and, when given, the mask, the weights the
+learner computed and the scale they used. It returns a :class:`Diagnosis`: findings
+(level, code, message) that print as a short report. It never raises on a learner's
+tensors: what it cannot check (a meta tensor, an empty batch) is a finding too.
 
-What it checks (article section 5: "eighty percent of my bugs were shapes and
-mask broadcasting"; section 4 lists the rest):
+It names a mistake by recomputing the weights for every entry of :data:`MISTAKES`
+(÷d_k, a softmax over the wrong dim, key.reshape instead of a transpose, a fill of 0, …)
+with attn_lib's own attention, and reporting the one the learner's weights equal.
 
-* shapes: B (and H), L_q, L_k, d_k, d_v read off the tensors, and every
-  mismatch explained (a key that is already transposed, heads and positions
-  swapped, a `.T` that reversed every dim);
-* NaN and inf: in which tensor, how many, where;
-* the rows of the weights: each sums to 1, or to 0 for a query with no allowed
-  key; a softmax over the wrong dim (the columns sum to 1 instead) and dropout
-  left on (entries zeroed, the rest scaled by 1/(1 − p)) are named;
-* the mask: dtype and its convention, shape, the fraction blocked, rows with no
-  allowed key, and polarity (a mask that blocks the diagonal in
-  self-attention, keeps only the future, or blocks most pairs is probably
-  inverted);
-* the scale: rows far flatter or far sharper than softmax(Q Kᵀ / √d_k) would
-  give, measured by the mean entropy of the rows.
+Used by notebook 08, section 8 (a diagnostic helper); article sections 3.3, 4 and 5.
 
 Shape legend: B batch, H heads, L_q query length, L_k key length, d_k, d_v.
 """
@@ -31,66 +18,138 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from .shapes import fmt_shape
+from .core import scaled_dot_product_attention
+from .shapes import as_keep_mask, check_mask, check_scale, fmt_shape
 from .softmax import entropy
 
-__all__ = ["CODES", "LEVELS", "Diagnosis", "Finding", "diagnose"]
+__all__ = ["CODES", "LEVELS", "MISTAKES", "Diagnosis", "Finding", "Mistake", "diagnose"]
 
 LEVELS = ("error", "warning", "info", "ok")
 _TAGS = {"error": "ERROR", "warning": "WARNING", "info": "info", "ok": "ok"}
 
-# Every code diagnose can report, with its level.
-CODES = {
-    "not_tensor": "error",
-    "dtype": "error",
-    "dtype_mismatch": "error",
-    "rank": "error",
-    "rank_mismatch": "error",
-    "d_k_mismatch": "error",
-    "L_k_mismatch": "error",
-    "batch_mismatch": "error",
-    "shapes": "info",
-    "transpose_trap": "info",
-    "nonfinite": "error",
-    "finite": "ok",
-    "scale_invalid": "error",
-    "scale_multiplier": "warning",
-    "overflow_risk": "info",
-    "mask_type": "error",
-    "mask_float": "warning",
-    "mask_values": "error",
-    "mask_shape": "error",
-    "mask_ambiguous": "warning",
-    "mask_all_blocked": "error",
-    "mask_coverage": "info",
-    "mask_inverted": "warning",
-    "mask_future": "warning",
-    "fully_masked_rows": "warning",
-    "weights_type": "error",
-    "weights_shape": "error",
-    "weights_negative": "error",
-    "row_sums": "error",
-    "row_sums_ok": "ok",
-    "softmax_dim": "error",
-    "dropout_active": "warning",
-    "masked_row_uniform": "warning",
-    "masked_weight": "error",
-    "scores_transposed": "error",
-    "weights_match": "ok",
-    "weights_mismatch": "info",
-    "scale_flat": "warning",
-    "scale_sharp": "warning",
-    "scale_ok": "ok",
-}
+# Every finding diagnose can report: code → (level, message). A message names the tensor,
+# what was seen and the usual fix, in one or two plain sentences; {fields} are filled in
+# where it is reported. Levels: see Finding.
+_SAY: dict[str, tuple[str, str]] = {
+    # query, key, value
+    "not_tensor": ("error", ("{name} is a {kind}, not a torch.Tensor. Make it one with "
+                             "torch.as_tensor({name}, dtype=torch.float32).")),
+    "dtype": ("error", "{names} {has} dtype {dtype}{why}"),
+    "dtype_mismatch": ("error", ("query, key and value have dtypes {dtypes}; torch.matmul refuses "
+                                 "to mix them. Convert with .to(query.dtype).")),
+    "device_mismatch": ("error", ("{where}: attention needs all of them on one device. Move them "
+                                  "with .to(query.device).")),
+    "not_checked": ("warning", ("{names} {are} on the meta device: shapes without values, so only "
+                                "shapes are checked. Create real tensors (device='cpu') to check "
+                                "the numbers.")),
+    "rank": ("error", ("{name} has shape {shape} ({rank}-D); attention takes (L, d), (B, L, d) or "
+                       "(B, H, L, d). Here {hint}.")),
+    "rank_mismatch": ("error", ("query {q}, key {k} and value {v} have different ranks ({ranks}). "
+                                "Give all three the same leading dims; a missing batch dim is "
+                                "added with unsqueeze(0).")),
+    "d_k_mismatch": ("error", ("query {q} ends in d_k = {d_q} but key {k} ends in {d_k}: a score "
+                               "is the dot product of a query row and a key row, so both need the "
+                               "same last dim. {hint}")),
+    "L_k_mismatch": ("error", ("key {k} has L_k = {L_k} rows but value {v} has {L_v}: every key "
+                               "row labels the value row at the same position.{hint}")),
+    "batch_mismatch": ("error", ("the leading dims differ: query {q}, key {k}, value {v} ({lead} "
+                                 "must be the same for all three).{hint}")),
+    "empty": ("warning", ("{zeros}: the scores {scores} are empty, so there is nothing to attend "
+                          "and the mask and weights are not checked.{refused} An empty batch "
+                          "usually means a slice or a filter left nothing.")),
+    "shapes": ("info", ("query {q}, key {k}, value {v}: {lead}, L_q = {L_q}, L_k = {L_k}, d_k = "
+                        "{d_k}, d_v = {d_v}; {kind}. Scores and weights will be {scores}, the "
+                        "output {output}.")),
+    "transpose_trap": ("info", ("Here H = d_k = {H} and L_k = {L_k}: on these shapes the classic "
+                                "mistake query @ key.transpose(1, 2), which swaps heads and "
+                                "positions, goes unnoticed: {what}. Make sure your code uses "
+                                "key.transpose(-2, -1).")),
+    "nonfinite": ("error", ("{name} {shape} holds {nan} NaN and {inf} ±inf value(s) (first at "
+                            "{where}){rest}")),
+    "finite": ("ok", "No NaN or inf in {names}."),
+    "overflow_risk": ("info", ("the largest scaled score is {top:.4g}, above "
+                               "log(finfo({dtype}).max) = {limit:.4f}: exp overflows there, so a "
+                               "softmax without the max trick gives inf/inf = NaN. torch.softmax "
+                               "and attn_lib subtract each row's max first and are fine.")),
+    # scale
+    "scale_invalid": ("error", "attn_lib refuses this scale: {err} The checks here use 1/√d_k."),
+    "scale_multiplier": ("warning", ("scale = {s:.4g} {which}. In attn_lib and PyTorch's SDPA "
+                                     "`scale` MULTIPLIES the scores, so this sharpens them instead "
+                                     "of dividing. For softmax(Q Kᵀ / √d_k) pass scale = 1/√d_k = "
+                                     "{default:.4f} (or leave it None).")),
+    "scale_ok": ("ok", "{text}"),
+    "scale_flat": ("warning", "{text}"),
+    "scale_sharp": ("warning", "{text}"),
+    # mask
+    "mask_type": ("error", ("mask is a {kind}, not a tensor. Build it with a comparison (bool), "
+                            "e.g. attn_lib.padding_mask(lengths) or attn_lib.causal_mask(L).")),
+    "mask_float": ("warning", "mask is {what} attn_lib refuses float masks{fix}"),
+    "mask_nan": ("error", ("mask ({dtype}) holds {n} NaN of {total}. Added to the scores "
+                           "(PyTorch's float convention) NaN turns every row it touches into NaN; "
+                           "read as a keep-mask, NaN == 0 is False, so those pairs may attend. "
+                           "attn_lib refuses float masks: build it with a comparison (bool). Its "
+                           "coverage is not checked.")),
+    "mask_values": ("error", "{text}"),
+    "mask_shape": ("error", "{text}"),
+    "mask_ambiguous": ("warning", ("mask {shape} is read as (L_q, L_k), but its rows look like "
+                                   "padding (True then False) and B = L_q = {B}. If it is a (B, "
+                                   "L_k) padding mask it masks the wrong thing without any error: "
+                                   "use {fix}.")),
+    "mask_all_blocked": ("error", ("mask blocks every key for every query. This is almost always "
+                                   "an inverted mask (nn.MultiheadAttention uses True = blocked, "
+                                   "the article and attn_lib True = may attend: pass ~mask) or an "
+                                   "additive mask of zeros passed as a keep-mask.")),
+    "mask_coverage": ("info", ("mask blocks {frac:.1%} of the query–key pairs ({blocked} of "
+                               "{pairs}); {empty} of {rows} query rows have no allowed key.")),
+    "mask_inverted": ("warning", "{text}"),  # the two readings: see _check_mask_content
+    "mask_future": ("warning", ("mask keeps the diagonal and the future and blocks the past (upper "
+                                "triangular): a causal mask is lower triangular, torch.tril, so "
+                                "that query i sees keys 0 … i.")),
+    "fully_masked_rows": ("warning", ("{n} query row(s) have every key blocked (first at {where}). "
+                                      "attn_lib and PyTorch's SDPA give them all-zero weights and "
+                                      "a zero output; a -1e9 fill makes them uniform (the mean of "
+                                      "V) and -inf makes them NaN.{why}")),
+    # the weights: what they look like ...
+    "weights_type": ("error", ("weights is {what}; pass the floating-point tensor the softmax "
+                               "returned.")),
+    "weights_shape": ("error", "weights {shape} should be (…, L_q, L_k){want}"),
+    "weights_negative": ("error", ("weights hold negative values (down to {low:.4f}). Attention "
+                                   "weights come out of a softmax and are ≥ 0: these look like "
+                                   "scores. Apply torch.softmax(scores, dim=-1).")),
+    "row_sums": ("error", ("the rows of weights sum to {sums}, not to 1. Weights must come "
+                           "straight from torch.softmax(scores, dim=-1) (rows with no allowed key: "
+                           "all 0).")),
+    "row_sums_ok": ("ok", ("every row of weights sums to 1{extra}. Necessary, not sufficient: a "
+                           "wrong scale, an inverted mask or K Qᵀ pass this check too.")),
+    "masked_weight": ("error", ("{n} blocked position(s) carry weight (up to {top:.4f}) in rows "
+                                "that have an allowed key: the mask was not applied as given. Fill "
+                                "the blocked scores with a large negative number before the "
+                                "softmax.")),
+    "weights_mismatch": ("warning", ("weights are not softmax(Q Kᵀ · scale) of this query and key, "
+                                     "nor one of the usual mistakes (largest difference "
+                                     "{diff:.4f}): they may come from other tensors or another "
+                                     "mask, or dropout was applied before the softmax.")),
+    "weights_match": ("ok", "weights equal softmax(Q Kᵀ {how}) of this query and key{masked}."),
+    "dropout_active": ("warning", "{text}"),
+    # ... and the mistake they come from: the message is the MISTAKES entry's
+    **dict.fromkeys(
+        ("softmax_dim", "key_transpose_1_2", "key_reshape", "key_dot_T", "scores_transposed",
+         "mask_not_applied", "weights_mask_inverted", "additive_mask_as_keep", "fill_zero",
+         "masked_row_nan"),
+        ("error", "{text}"),
+    ),
+    "masked_row_uniform": ("warning", "{text}"),
+}  # fmt: skip
+CODES = {code: level for code, (level, _) in _SAY.items()}  # every code, with its level
 
 _WIDTH = 92
-_MAX_ROWS_NAMED = 4
+_MAX_NAMED = 4  # positions named in a message
 
 
 @dataclass(frozen=True)
@@ -102,8 +161,6 @@ class Finding:
             wrong, check it), "info" (worth knowing) or "ok" (a check that passed).
         code: a short name for the finding, one of :data:`CODES` (stable, for tests).
         message: one or two plain sentences: what was seen and the usual fix.
-
-    Source: this series' notebook 08 (article sections 4 and 5: the usual bugs).
     """
 
     level: str
@@ -137,8 +194,6 @@ class Diagnosis:
 
     ``str(diagnosis)`` (and the notebook display) is the report; :meth:`report`
     prints it. A Diagnosis is truthy when it has no error and no warning.
-
-    Source: this series' notebook 08.
     """
 
     findings: tuple[Finding, ...]
@@ -172,20 +227,12 @@ class Diagnosis:
 
     def summary(self) -> str:
         """One line: how many errors, warnings, notes and passed checks."""
-        counts = {level: sum(f.level == level for f in self.findings) for level in LEVELS}
-        if self.ok:
-            head = "no problem found"
-        else:
-            parts = [
-                f"{counts[level]} {level}{'s' if counts[level] != 1 else ''}"
-                for level in ("error", "warning")
-                if counts[level]
-            ]
-            head = ", ".join(parts)
+        n = {level: sum(f.level == level for f in self.findings) for level in LEVELS}
+        problems = [f"{n[lv]} {lv}{'s' * (n[lv] != 1)}" for lv in ("error", "warning") if n[lv]]
+        head = ", ".join(problems) or "no problem found"
         return (
-            f"Attention diagnosis: {head} ({counts['info']} note"
-            f"{'s' if counts['info'] != 1 else ''}, {counts['ok']} check"
-            f"{'s' if counts['ok'] != 1 else ''} passed)"
+            f"Attention diagnosis: {head} ({n['info']} note{'s' * (n['info'] != 1)}, "
+            f"{n['ok']} check{'s' * (n['ok'] != 1)} passed)"
         )
 
     def __str__(self) -> str:
@@ -209,569 +256,559 @@ class _Findings:
     def __init__(self) -> None:
         self.items: list[Finding] = []
 
-    def add(self, code: str, message: str) -> None:
-        self.items.append(Finding(CODES[code], code, message))
+    def add(self, code: str, **fields: Any) -> None:
+        """Add the finding ``code`` with its message from _SAY, ``fields`` filled in."""
+        level, message = _SAY[code]
+        self.items.append(Finding(level, code, message.format(**fields)))
 
     def has(self, *codes: str) -> bool:
         return any(f.code in codes for f in self.items)
+
+
+# --- small helpers ----------------------------------------------------------------------
 
 
 def _shape(t: torch.Tensor) -> str:
     return fmt_shape(t.shape)
 
 
-def _is_float_tensor(t: object) -> bool:
+def _values(t: torch.Tensor) -> torch.Tensor:
+    """A detached float64 copy of ``t`` on the CPU (from any device and float dtype)."""
+    return t.detach().to("cpu", torch.float64)
+
+
+def _is_real_float(t: object) -> bool:
     return isinstance(t, torch.Tensor) and t.is_floating_point()
 
 
-def _tol(dtype: torch.dtype) -> float:
-    """Tolerance for sums and comparisons of weights computed in ``dtype``."""
-    return 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-4
+def _tol(*dtypes: torch.dtype) -> float:
+    """Tolerance for weights computed in the least precise of ``dtypes``."""
+    return {1: 0.1, 2: 1e-2}.get(min(d.itemsize for d in dtypes), 1e-4)
 
 
-def _indices(flat: torch.Tensor, shape: Sequence[int]) -> list[tuple[int, ...]]:
-    """Multi-dim indices of the True entries of a flattened bool tensor (the first few)."""
-    where = flat.nonzero().flatten()[:_MAX_ROWS_NAMED].tolist()
-    out = []
-    for i in where:
-        idx = []
-        for d in reversed(shape):
-            idx.append(i % d)
-            i //= d
-        out.append(tuple(reversed(idx)))
-    return out
+def _where(bad: torch.Tensor) -> str:
+    """The first few positions where ``bad`` is True, as "(0, 3), (1, 3)"."""
+    idx = bad.nonzero()[:_MAX_NAMED].tolist()
+    return ", ".join("(" + ", ".join(map(str, i)) + "," * (len(i) == 1) + ")" for i in idx)
 
 
-def _fmt_index(idx: tuple[int, ...]) -> str:
-    return "(" + ", ".join(str(i) for i in idx) + ")" if len(idx) != 1 else f"({idx[0]},)"
-
-
-# --- query, key, value ------------------------------------------------------------------
-
-
-def _check_qkv(found: _Findings, query: object, key: object, value: object) -> dict | None:
-    """Shape checks; returns the sizes when query, key and value fit together."""
-    named = (("query", query), ("key", key), ("value", value))
-    ok = True
-    for name, t in named:
-        if not isinstance(t, torch.Tensor):
-            found.add(
-                "not_tensor",
-                f"{name} is a {type(t).__name__}, not a torch.Tensor. Make it one with "
-                f"torch.as_tensor({name}, dtype=torch.float32).",
-            )
-            ok = False
-        elif not t.is_floating_point():
-            found.add(
-                "dtype",
-                f"{name} has dtype {t.dtype}; attention needs floating point (scores are "
-                f"scaled and exponentiated). Convert it with {name}.float().",
-            )
-            ok = False
-    if not ok:
-        return None
-    q, k, v = query, key, value
-    bad_rank = [(n, t) for n, t in named if not 2 <= t.dim() <= 4]
-    for name, t in bad_rank:
-        hint = (
-            f"one vector needs a length dim: {name}.unsqueeze(0)"
-            if t.dim() < 2
-            else "merge the extra leading dims with reshape"
-        )
-        found.add(
-            "rank",
-            f"{name} has shape {_shape(t)} ({t.dim()}-D); attention takes (L, d), (B, L, d) "
-            f"or (B, H, L, d). Here {hint}.",
-        )
-    if bad_rank:
-        return None
-    if not q.dim() == k.dim() == v.dim():
-        found.add(
-            "rank_mismatch",
-            f"query {_shape(q)}, key {_shape(k)} and value {_shape(v)} have different ranks "
-            f"({q.dim()}, {k.dim()}, {v.dim()}). Give all three the same leading dims; a "
-            f"missing batch dim is added with unsqueeze(0).",
-        )
-        return None
-    if not q.dtype == k.dtype == v.dtype:
-        found.add(
-            "dtype_mismatch",
-            f"query, key and value have dtypes {q.dtype}, {k.dtype} and {v.dtype}; torch.matmul "
-            f"refuses to mix them. Convert with .to(query.dtype).",
-        )
-    fits = True
-    key_explained = False  # a transposed key also breaks L_k: say it once
-    if q.shape[-1] != k.shape[-1]:
-        fits = False
-        msg = (
-            f"query {_shape(q)} ends in d_k = {q.shape[-1]} but key {_shape(k)} ends in "
-            f"{k.shape[-1]}: a score is the dot product of a query row and a key row, so both "
-            f"need the same last dim."
-        )
-        reversed_k = tuple(reversed(k.shape))
-        if (
-            k.dim() >= 3
-            and reversed_k[:-2] == tuple(q.shape[:-2])
-            and reversed_k[-1] == q.shape[-1]
-        ):
-            key_explained = True
-            msg += (
-                " key looks reversed in every dim, which is what `.T` does to a batch: use "
-                "key.transpose(-2, -1) or key.mT where you transpose, and pass key itself."
-            )
-        elif k.shape[-2] == q.shape[-1]:
-            key_explained = True
-            msg += (
-                f" key looks transposed already, (…, d_k, L_k) = (…, {k.shape[-2]}, "
-                f"{k.shape[-1]}): pass it as (…, L_k, d_k); attention transposes it itself."
-            )
-        else:
-            msg += " Check that W_Q and W_K map to the same d_k."
-        found.add("d_k_mismatch", msg)
-    bq, bk, bv = q.shape[:-2], k.shape[:-2], v.shape[:-2]
-    if not bq == bk == bv:
-        fits = False
-        msg = (
-            f"the leading dims differ: query {_shape(q)}, key {_shape(k)}, value {_shape(v)} "
-            f"({'(B, H)' if q.dim() == 4 else '(B,)'} must be the same for all three)."
-        )
-        if q.dim() == 4:
-            for name, t in (("key", k), ("value", v), ("query", q)):
-                others = [o for o in (q, k, v) if o is not t]
-                swapped = (t.shape[0], t.shape[2], t.shape[1], t.shape[3])
-                if all(tuple(o.shape[:2]) == swapped[:2] for o in others):
-                    msg += (
-                        f" {name} looks like (B, L, H, d): heads and positions swapped. After "
-                        f"splitting heads with view(B, L, H, d_k), call transpose(1, 2) once to "
-                        f"get (B, H, L, d_k)."
-                    )
-                    break
-        elif q.dim() == 3 and (tuple(k.shape[:2]) == tuple(q.shape[:2])[::-1]):
-            msg += (
-                " key looks like (L, B, d) while query is (B, L, d): a batch_first mix-up. "
-                "Use one layout, e.g. key.transpose(0, 1)."
-            )
-        found.add("batch_mismatch", msg)
-    if k.shape[-2] != v.shape[-2] and not key_explained and bq == bk == bv:
-        fits = False
-        msg = (
-            f"key {_shape(k)} has L_k = {k.shape[-2]} rows but value {_shape(v)} has "
-            f"{v.shape[-2]}: every key row labels the value row at the same position."
-        )
-        if v.shape[-1] == k.shape[-2]:
-            msg += " value looks transposed, (…, d_v, L_k): pass it as (…, L_k, d_v)."
-        found.add("L_k_mismatch", msg)
-    if not fits:
-        return None
-    sizes: dict[str, int] = {}
-    if q.dim() >= 3:
-        sizes["B"] = q.shape[0]
-    if q.dim() == 4:
-        sizes["H"] = q.shape[1]
-    sizes.update(L_q=q.shape[-2], L_k=k.shape[-2], d_k=q.shape[-1], d_v=v.shape[-1])
-    lead = {
-        2: "no batch dim",
-        3: f"B = {sizes.get('B')}",
-        4: f"B = {sizes.get('B')}, H = {sizes.get('H')}",
-    }[q.dim()]
-    scores = (*bq, sizes["L_q"], sizes["L_k"])
-    output = (*bq, sizes["L_q"], sizes["d_v"])
-    kind = (
-        "self-attention sizes (L_q = L_k)"
-        if sizes["L_q"] == sizes["L_k"]
-        else ("cross-attention (L_q ≠ L_k)")
-    )
-    found.add(
-        "shapes",
-        f"query {_shape(q)}, key {_shape(k)}, value {_shape(v)}: {lead}, L_q = {sizes['L_q']}, "
-        f"L_k = {sizes['L_k']}, d_k = {sizes['d_k']}, d_v = {sizes['d_v']}; {kind}. Scores and "
-        f"weights will be {fmt_shape(scores)}, the output {fmt_shape(output)}.",
-    )
-    H, d_k, L_k = sizes.get("H", 0), sizes["d_k"], sizes["L_k"]
-    if H >= 2 and d_k == H and L_k in (H, 1):
-        what = (
-            "the whole attention runs without an error and returns wrong numbers of the right shape"
-            if L_k == H
-            else f"the scores line runs without an error (scores of shape (…, L_q, {H}) instead "
-            f"of (…, L_q, 1)) and the error only shows up later, at weights @ value"
-        )
-        found.add(
-            "transpose_trap",
-            f"Here H = d_k = {H} and L_k = {L_k}: on these shapes the classic mistake "
-            f"query @ key.transpose(1, 2), which swaps heads and positions, goes unnoticed: "
-            f"{what}. Make sure your code uses key.transpose(-2, -1).",
-        )
-    return sizes
-
-
-def _check_finite(found: _Findings, tensors: Sequence[tuple[str, torch.Tensor]]) -> set[str]:
-    """One finding per tensor with NaN or inf; returns the names of those tensors."""
-    bad_names = set()
-    for name, t in tensors:
-        if t.numel() == 0:
-            continue
-        bad = ~torch.isfinite(t)
-        if not bool(bad.any()):
-            continue
-        bad_names.add(name)
-        n_nan = int(torch.isnan(t).sum())
-        n_inf = int(bad.sum()) - n_nan
-        first = _indices(bad.flatten(), t.shape)
-        where = ", ".join(_fmt_index(i) for i in first)
-        msg = f"{name} {_shape(t)} holds {n_nan} NaN and {n_inf} ±inf value(s) (first at {where})."
-        if name == "weights" and t.dim() >= 2:
-            rows = bad.any(dim=-1)
-            msg += (
-                f" {int(rows.sum())} of {rows.numel()} rows are affected. NaN weights come from "
-                f"a row whose scores are all -inf (a fully masked row filled with -inf) or "
-                f"from exp overflowing in a softmax without the max trick."
-            )
-        else:
-            msg += " NaN spreads to every output that touches it; find where it was produced."
-        found.add("nonfinite", msg)
-    if not bad_names and tensors:
-        names = ", ".join(n for n, _ in tensors)
-        found.add("finite", f"No NaN or inf in {names}.")
-    return bad_names
-
-
-# --- mask -------------------------------------------------------------------------------
-
-
-def _mask_to_keep(found: _Findings, mask: object) -> torch.Tensor | None:
-    """The mask as a bool keep-mask (True = may attend), or None if it cannot be read."""
-    if not isinstance(mask, torch.Tensor):
-        found.add(
-            "mask_type",
-            f"mask is a {type(mask).__name__}, not a tensor. Build it with a comparison "
-            f"(bool), e.g. attn_lib.padding_mask(lengths) or attn_lib.causal_mask(L).",
-        )
-        return None
-    if mask.dtype == torch.bool:
-        return mask
-    if mask.is_floating_point():
-        values = mask[torch.isfinite(mask)]
-        has_neg_inf = bool(torch.isneginf(mask).any())
-        zero_one = bool(((values == 0) | (values == 1)).all()) and not has_neg_inf
-        additive = bool(((values == 0) | (values <= -1e4)).all()) and (
-            has_neg_inf or bool((values <= -1e4).any())
-        )
-        if zero_one:
-            found.add(
-                "mask_float",
-                f"mask is a {mask.dtype} tensor of 0s and 1s. Read as a keep-mask (the "
-                f"article's masked_fill(mask == 0, …)) 1 means 'may attend'; but PyTorch's "
-                f"SDPA and nn.MultiheadAttention ADD a float mask to the scores, so there it "
-                f"would add 1 to allowed scores and block nothing. attn_lib refuses float "
-                f"masks: pass mask.bool(). Read here as a keep-mask.",
-            )
-            return mask != 0
-        if additive:
-            found.add(
-                "mask_float",
-                f"mask is an additive {mask.dtype} mask (0 where allowed, a large negative "
-                f"number or -inf where blocked), PyTorch's float convention: it is added to the "
-                f"scores. attn_lib wants a keep-mask: pass mask == 0. Read here as additive.",
-            )
-            return mask == 0
-        found.add(
-            "mask_float",
-            f"mask is a {mask.dtype} tensor with values other than 0/1 or 0/-inf (e.g. "
-            f"{sorted(set(values.flatten()[:4].tolist()))}); its meaning is unclear. Use a bool "
-            f"keep-mask (True = may attend). Its coverage is not checked.",
-        )
-        return None
-    if mask.is_complex() or not bool(((mask == 0) | (mask == 1)).all()):
-        shown = sorted(int(v) for v in mask.unique()[:6]) if not mask.is_complex() else "complex"
-        found.add(
-            "mask_values",
-            f"an integer mask must hold only 0 (blocked) and 1 (may attend); this one holds "
-            f"{shown}. Build it with a comparison, e.g. mask = (ids != pad_id).",
-        )
-        return None
-    return mask != 0
-
-
-def _check_mask_shape(
-    found: _Findings, keep: torch.Tensor, scores: tuple[int, ...], sizes: dict
-) -> bool:
-    """Whether the mask broadcasts onto the scores the way attn_lib reads it."""
-    rank, L_q, L_k = len(scores), scores[-2], scores[-1]
-    shape = tuple(keep.shape)
-    where = f"the scores are {fmt_shape(scores)} = (…, L_q, L_k)"
-    if keep.dim() == 2:
-        if all(m in (s, 1) for m, s in zip(shape, (L_q, L_k), strict=True)):
-            B = sizes.get("B")
-            if (
-                rank >= 3
-                and B is not None
-                and shape == (B, L_k)
-                and B == L_q
-                and not torch.equal(keep, torch.ones_like(keep).tril())
-                and _rows_are_prefixes(keep)
-            ):
-                fix = "mask.unsqueeze(1)" if rank == 3 else "mask[:, None, None, :]"
-                found.add(
-                    "mask_ambiguous",
-                    f"mask {fmt_shape(shape)} is read as (L_q, L_k), but its rows look like "
-                    f"padding (True then False) and B = L_q = {B}. If it is a (B, L_k) padding "
-                    f"mask it masks the wrong thing without any error: use {fix}.",
-                )
-            return True
-        msg = f"mask {fmt_shape(shape)} is 2-D, which means (L_q, L_k) = {fmt_shape((L_q, L_k))}; {where}."
-        if rank >= 3 and shape == (scores[0], L_k):
-            fix = "mask.unsqueeze(1)" if rank == 3 else "mask[:, None, None, :]"
-            msg += f" It looks like a (B, L_k) padding mask: use {fix}."
-        found.add("mask_shape", msg)
-        return False
-    if keep.dim() != rank:
-        if keep.dim() < rank:
-            target = (shape[0],) + (1,) * (rank - keep.dim()) + shape[1:]
-            fix = (
-                f"Broadcasting lines dims up from the right and may mask the wrong axis; give "
-                f"it the scores' rank, e.g. {fmt_shape(target)}."
-            )
-        else:
-            fix = "Remove the extra dims or check which tensor was passed as mask."
-        found.add(
-            "mask_shape",
-            f"mask {fmt_shape(shape)} ({keep.dim()}-D) does not match: {where} ({rank}-D). A mask "
-            f"is 2-D (L_q, L_k) or has the scores' rank. {fix}",
-        )
-        return False
-    bad = [i for i, (m, s) in enumerate(zip(shape, scores, strict=True)) if m not in (s, 1)]
-    if bad:
-        dims = ", ".join(f"dim {i}: {shape[i]} vs {scores[i]}" for i in bad)
-        msg = (
-            f"mask {fmt_shape(shape)} does not fit {where} ({dims}); every mask dim must equal "
-            f"the scores' dim or be 1."
-        )
-        if rank >= 3 and shape[-1] == 1 and shape[-2] == L_k:
-            msg += " A (B, L, 1) mask blanks query rows; a padding mask is (B, 1, L_k)."
-        found.add("mask_shape", msg)
-        return False
-    return True
-
-
-def _rows_are_prefixes(keep: torch.Tensor) -> bool:
-    """Each row is True…True False…False (a right-padding pattern)."""
-    k = keep.to(torch.int8)
-    return bool((k[..., 1:] <= k[..., :-1]).all())
-
-
-def _check_mask_content(
-    found: _Findings, keep: torch.Tensor, scores: tuple[int, ...]
-) -> torch.Tensor:
-    """Coverage, fully masked rows and polarity; returns the keep-mask broadcast to the scores."""
-    full = keep.expand(scores)  # (…, L_q, L_k)
-    n_pairs = full.numel()
-    blocked = n_pairs - int(full.sum())
-    frac = blocked / n_pairs if n_pairs else 0.0
-    if blocked == n_pairs:
-        found.add(
-            "mask_all_blocked",
-            "mask blocks every key for every query. This is almost always an inverted mask "
-            "(nn.MultiheadAttention uses True = blocked, the article and attn_lib True = may "
-            "attend: pass ~mask) or an additive mask of zeros passed as a keep-mask.",
-        )
-        return full
-    no_key = ~full.any(dim=-1)  # (…, L_q)
-    n_rows = no_key.numel()
-    n_empty = int(no_key.sum())
-    found.add(
-        "mask_coverage",
-        f"mask blocks {frac:.1%} of the query–key pairs ({blocked} of {n_pairs}); "
-        f"{n_empty} of {n_rows} query rows have no allowed key.",
-    )
-    L_q, L_k = scores[-2], scores[-1]
-    inverted = False
-    if L_q == L_k and L_q > 1:
-        diag = full.diagonal(dim1=-2, dim2=-1)  # (…, L)
-        if not bool(diag.any()):
-            inverted = True
-            found.add(
-                "mask_inverted",
-                "mask blocks the diagonal everywhere: no token may attend to itself. In "
-                "self-attention that is almost always an inverted mask (an inverted causal mask "
-                "looks exactly like this). attn_lib and the article use True = may attend; "
-                "nn.MultiheadAttention uses True = blocked. Pass ~mask.",
-            )
-    if not inverted and frac > 0.5:
-        found.add(
-            "mask_inverted",
-            f"mask blocks most query–key pairs ({frac:.1%}). Padding and causal masks block "
-            f"less than half unless the sequences are mostly padding: is it inverted (True = "
-            f"blocked, nn.MultiheadAttention's convention)? attn_lib uses True = may attend.",
-        )
-    if L_q == L_k and L_q > 1:
-        pattern = full.reshape(-1, L_q, L_k)
-        upper = torch.ones(L_q, L_k, dtype=torch.bool, device=full.device).triu()
-        if bool((pattern == upper).all()):
-            found.add(
-                "mask_future",
-                "mask keeps the diagonal and the future and blocks the past (upper triangular): "
-                "a causal mask is lower triangular, torch.tril, so that query i sees keys "
-                "0 … i.",
-            )
-    if n_empty:
-        rows = ", ".join(_fmt_index(i) for i in _indices(no_key.flatten(), no_key.shape))
-        msg = (
-            f"{n_empty} query row(s) have every key blocked (first at {rows}). attn_lib and "
-            f"PyTorch's SDPA give them all-zero weights and a zero output; a -1e9 fill makes "
-            f"them uniform (the mean of V) and -inf makes them NaN."
-        )
-        if keep.shape[-1] == 1 and L_k > 1:
-            msg += (
-                f" The mask has shape {_shape(keep)}, (…, L_q, 1): it blanks whole query rows, "
-                f"not key columns. A padding mask is (B, 1, L_k): use unsqueeze(1), not "
-                f"unsqueeze(-1)."
-            )
-        elif found.has("mask_inverted"):
-            msg += " Here they most likely come from the inverted mask."
-        else:
-            msg += " They usually are padded queries: leave them out of the loss."
-        found.add("fully_masked_rows", msg)
-    return full
-
-
-# --- weights ----------------------------------------------------------------------------
-
-
-def _masked_softmax(scores: torch.Tensor, full_keep: torch.Tensor | None) -> torch.Tensor:
-    """softmax over the last dim; blocked scores get no weight, rows with no key are 0."""
-    if full_keep is None:
-        return torch.softmax(scores, dim=-1)
-    filled = scores.masked_fill(~full_keep, float("-inf"))
-    w = torch.softmax(filled, dim=-1)
-    return torch.nan_to_num(w, nan=0.0)
-
-
-def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> bool:
-    return a.shape == b.shape and bool(((a - b).abs() <= tol + tol * b.abs()).all())
+def _and(names: list[str]) -> str:
+    """ "query", "query and key", "query, key and value"."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _row_range(sums: torch.Tensor) -> str:
     return f"{sums.min().item():.4f} … {sums.max().item():.4f}"
 
 
-def _check_weights_alone(
-    found: _Findings,
-    w: torch.Tensor,
-    scores_shape: tuple[int, ...] | None,
-    full_keep: torch.Tensor | None,
-    ref: torch.Tensor | None,
-    tol: float,
-) -> bool:
-    """Shape, sign and row sums of the weights; returns whether the rows are right.
+# --- query, key, value ------------------------------------------------------------------
 
-    ``tol`` is the tolerance of the dtype the weights were computed in.
-    """
-    if scores_shape is not None and tuple(w.shape) != scores_shape:
-        msg = f"weights {_shape(w)} should be (…, L_q, L_k) = {fmt_shape(scores_shape)}."
-        L_q, L_k = scores_shape[-2], scores_shape[-1]
-        if tuple(w.shape) == (*scores_shape[:-2], L_k, L_q):
-            msg += (
-                " They look transposed, (…, L_k, L_q): were the scores computed as K Qᵀ? "
-                "Compute query @ key.transpose(-2, -1)."
-            )
-        found.add("weights_shape", msg)
-        return False
-    if w.dim() < 2:
-        found.add("weights_shape", f"weights {_shape(w)} should be at least 2-D (L_q, L_k).")
-        return False
-    if bool((w < 0).any()):
-        found.add(
-            "weights_negative",
-            f"weights hold negative values (down to {w.min().item():.4f}). Attention weights "
-            f"come out of a softmax and are ≥ 0: these look like scores. Apply "
-            f"torch.softmax(scores, dim=-1).",
+
+def _dtype_problem(names: list[str], dtype: torch.dtype) -> str | None:
+    """Why attention cannot run in ``dtype`` (the end of a "dtype" message); None if it can."""
+    fix = f"Convert {'it' if len(names) == 1 else 'them'} with .float()"
+    if dtype.is_complex:
+        return "; attention needs real numbers (a softmax cannot order complex scores)."
+    if not dtype.is_floating_point:
+        return f"; attention needs floating point (scores are scaled and exponentiated). {fix}."
+    if dtype.itemsize == 1:  # float8: a storage format (a local rule for now)
+        return (
+            f", an 8-bit storage format: torch has no softmax for it and attn_lib refuses it. "
+            f"{fix} before attention (their values are checked here after that conversion)."
         )
-        return False
-    sums = w.sum(dim=-1)  # (…, L_q)
-    has_key = (
-        torch.ones_like(sums, dtype=torch.bool) if full_keep is None else full_keep.any(dim=-1)
-    )
-    # Rows with no allowed key: zero is right, uniform is the -1e9 fill.
-    if not bool(has_key.all()):
-        empty = w[~has_key]  # (n, L_k)
-        uniform = (empty - 1.0 / w.shape[-1]).abs().max() <= tol if empty.numel() else False
-        if bool(uniform):
-            found.add(
-                "masked_row_uniform",
-                f"the {int((~has_key).sum())} row(s) with every key blocked have uniform "
-                f"weights (1/L_k = {1.0 / w.shape[-1]:.4f} each): that is what a -1e9 fill "
-                f"gives. The row's output is then the mean of V, although the query may "
-                f"attend to nothing; attn_lib and SDPA return zeros there.",
-            )
-    rows_ok = bool(((sums - 1).abs() <= tol)[has_key].all()) and bool(
-        ((sums.abs() <= tol) | ((sums - 1).abs() <= tol))[~has_key].all()
-    )
-    if full_keep is not None:
-        leak = w.masked_fill(full_keep, 0.0) * has_key.unsqueeze(-1)
-        if bool((leak > tol).any()):
-            n = int((leak > tol).sum())
-            msg = (
-                f"{n} blocked position(s) carry weight (up to {leak.max().item():.4f}) in rows "
-                f"that have an allowed key: the mask was not applied, was inverted, or was "
-                f"filled with 0 (exp(0) = 1 blocks nothing; fill with a large negative number)."
-            )
-            found.add("masked_weight", msg)
-    if rows_ok:
-        extra = " (0 for the rows with no allowed key)" if not bool(has_key.all()) else ""
-        found.add(
-            "row_sums_ok",
-            f"every row of weights sums to 1{extra}. Necessary, not sufficient: a wrong scale, "
-            f"an inverted mask or K Qᵀ pass this check too.",
-        )
-        return True
-    # Why not? Dropout (entries zeroed, the rest scaled by 1/(1 - p)) ...
-    if ref is not None and _dropout_factor(w, ref, tol) is not None:
-        c, zeroed = _dropout_factor(w, ref, tol)
-        found.add(
-            "dropout_active",
-            f"rows sum to {_row_range(sums)}, not 1, and the weights are the softmax weights "
-            f"with {zeroed:.0%} of them set to 0 and the rest multiplied by {c:.4f} = "
-            f"1/(1 − p) for p ≈ {1 - 1 / c:.2f}: dropout is on. In training that is expected "
-            f"(the rows sum to 1 only on average); to evaluate, call model.eval() (or pass "
-            f"training=False) so that dropout is off.",
-        )
-        return False
-    # ... or a softmax over another dim.
-    for dim, what in ((-2, "the queries (dim=-2)"), (0, "the batch (dim=0)")):
-        if w.dim() >= 3 or dim == -2:
-            other = w.sum(dim=dim)
-            if bool(((other - 1).abs() <= tol).all()) and (dim != 0 or w.shape[0] > 1):
-                found.add(
-                    "softmax_dim",
-                    f"the rows of weights do not sum to 1 (they sum to {_row_range(sums)}) but "
-                    f"the sums over {what} do: the softmax was taken over the wrong dim. Each "
-                    f"query's weights over the keys must sum to 1: torch.softmax(scores, "
-                    f"dim=-1).",
-                )
-                return False
-    has_zeros = bool(((w == 0) & (full_keep if full_keep is not None else True)).any())
-    mean = sums[has_key].mean().item() if bool(has_key.any()) else 0.0
-    if ref is None and has_zeros and 0.6 < mean < 1.4:
-        found.add(
-            "dropout_active",
-            f"rows sum to {_row_range(sums)} (mean {mean:.4f}), not 1, and some allowed "
-            f"weights are exactly 0: this looks like dropout on the weights (inverted dropout "
-            f"keeps the sum at 1 only on average). To evaluate, call model.eval().",
-        )
-        return False
+    return None
+
+
+def _check_qkv(found: _Findings, query: object, key: object, value: object) -> dict | None:
+    """Types, dtypes and shapes; returns the sizes when query, key and value fit together."""
+    named = {"query": query, "key": key, "value": value}
+    by_dtype: dict[torch.dtype, list[str]] = {}
+    for name, t in named.items():
+        if isinstance(t, torch.Tensor):
+            by_dtype.setdefault(t.dtype, []).append(name)
+        else:
+            found.add("not_tensor", name=name, kind=type(t).__name__)
+    for dtype, names in by_dtype.items():
+        if why := _dtype_problem(names, dtype):
+            found.add("dtype", names=_and(names), has="has" if len(names) == 1 else "have",
+                      dtype=dtype, why=why)  # fmt: skip
+    if not all(isinstance(t, torch.Tensor) for t in named.values()):
+        return None
+    q, k, v = query, key, value
+    if len(by_dtype) > 1:
+        found.add("dtype_mismatch", dtypes=f"{q.dtype}, {k.dtype} and {v.dtype}")
+    hints = {0: "a single number is no sequence: give it (L, d)", 1: "one vector needs a length "
+             "dim: {name}.unsqueeze(0)"}  # fmt: skip
+    for name, t in named.items():
+        if not 2 <= t.dim() <= 4:
+            hint = hints.get(t.dim(), "merge the extra leading dims with reshape")
+            found.add("rank", name=name, shape=_shape(t), rank=t.dim(), hint=hint.format(name=name))
+    if found.has("rank"):
+        return None
+    shapes = {"q": _shape(q), "k": _shape(k), "v": _shape(v)}
+    if not q.dim() == k.dim() == v.dim():
+        found.add("rank_mismatch", **shapes, ranks=f"{q.dim()}, {k.dim()}, {v.dim()}")
+        return None
+    if not _shapes_fit(found, q, k, v, shapes):
+        return None
+    sizes = dict(zip(("B", "H")[: q.dim() - 2], q.shape[:-2], strict=True))
+    sizes.update(L_q=q.shape[-2], L_k=k.shape[-2], d_k=q.shape[-1], d_v=v.shape[-1])
+    scores = fmt_shape((*q.shape[:-2], sizes["L_q"], sizes["L_k"]))
+    kind = "self-attention sizes (L_q = L_k)" if sizes["L_q"] == sizes["L_k"] else None
     found.add(
-        "row_sums",
-        f"the rows of weights sum to {_row_range(sums)}, not to 1. Weights must come straight "
-        f"from torch.softmax(scores, dim=-1) (rows with no allowed key: all 0).",
+        "shapes", **shapes, **sizes, scores=scores, output=fmt_shape((*q.shape[:-1], v.shape[-1])),
+        lead=", ".join(f"{n} = {sizes[n]}" for n in ("B", "H") if n in sizes) or "no batch dim",
+        kind=kind or "cross-attention (L_q ≠ L_k)",
+    )  # fmt: skip
+    H, L_k = sizes.get("H", 0), sizes["L_k"]
+    if H >= 2 and sizes["d_k"] == H and L_k in (H, 1):
+        what = (
+            "the whole attention runs without an error and returns wrong numbers of the right shape"
+            if L_k == H
+            else f"the scores line runs without an error (scores of shape (…, L_q, {H}) instead "
+            f"of (…, L_q, 1)) and the error only shows up later, at weights @ value"
+        )
+        found.add("transpose_trap", H=H, L_k=L_k, what=what)
+    if empty := [n for n, size in sizes.items() if size == 0]:
+        refused = {"L_k", "d_k"} & set(empty)
+        found.add(
+            "empty", zeros=", ".join(f"{n} = 0" for n in empty), scores=scores,
+            refused=" attn_lib refuses it: every query needs a key and d_k ≥ 1." if refused else "",
+        )  # fmt: skip
+    return sizes
+
+
+def _shapes_fit(found: _Findings, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                shapes: dict) -> bool:  # fmt: skip
+    """d_k, the leading dims and L_k, each mismatch explained; whether they all fit."""
+    key_explained = False  # a transposed key also breaks L_k: say it once
+    if q.shape[-1] != k.shape[-1]:
+        reversed_k, key_explained = k.shape[::-1], True
+        if k.dim() >= 3 and reversed_k[:-2] == q.shape[:-2] and reversed_k[-1] == q.shape[-1]:
+            hint = (
+                "key looks reversed in every dim, which is what `.T` does to a batch: use "
+                "key.transpose(-2, -1) or key.mT where you transpose, and pass key itself."
+            )
+        elif k.shape[-2] == q.shape[-1]:
+            hint = (
+                f"key looks transposed already, (…, d_k, L_k) = (…, {k.shape[-2]}, "
+                f"{k.shape[-1]}): pass it as (…, L_k, d_k); attention transposes it itself."
+            )
+        else:
+            hint, key_explained = "Check that W_Q and W_K map to the same d_k.", False
+        found.add("d_k_mismatch", **shapes, d_q=q.shape[-1], d_k=k.shape[-1], hint=hint)
+    same_lead = q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+    if not same_lead:
+        swapped = [  # the one tensor that is (B, L, H, d) while the others are (B, H, L, d)
+            n for n, t in (("key", k), ("value", v), ("query", q))
+            if q.dim() == 4 and all(o.shape[:2] == (t.shape[0], t.shape[2]) for o in (q, k, v)
+                                    if o is not t)
+        ]  # fmt: skip
+        hint = ""
+        if swapped:
+            hint = (
+                f" {swapped[0]} looks like (B, L, H, d): heads and positions swapped. After "
+                f"splitting heads with view(B, L, H, d_k), call transpose(1, 2) once to get "
+                f"(B, H, L, d_k)."
+            )
+        elif q.dim() == 3 and k.shape[:2] == q.shape[:2][::-1]:
+            hint = (
+                " key looks like (L, B, d) while query is (B, L, d): a batch_first mix-up. "
+                "Use one layout, e.g. key.transpose(0, 1)."
+            )
+        found.add("batch_mismatch", **shapes, lead="(B, H)" if q.dim() == 4 else "(B,)", hint=hint)
+    if k.shape[-2] != v.shape[-2] and not key_explained and same_lead:
+        hint = " value looks transposed, (…, d_v, L_k): pass it as (…, L_k, d_v)."
+        found.add("L_k_mismatch", **shapes, L_k=k.shape[-2], L_v=v.shape[-2],
+                  hint=hint if v.shape[-1] == k.shape[-2] else "")  # fmt: skip
+    return q.shape[-1] == k.shape[-1] and same_lead and k.shape[-2] == v.shape[-2]
+
+
+def _check_devices(found: _Findings, tensors: dict[str, torch.Tensor]) -> None:
+    """Tensors on the meta device (shapes only) and tensors on different devices."""
+    if meta := [n for n, t in tensors.items() if t.device.type == "meta"]:
+        found.add("not_checked", names=_and(meta), are="is" if len(meta) == 1 else "are")
+    on = {n: t.device for n, t in tensors.items() if n != "weights"}
+    if len(set(on.values())) > 1:
+        found.add("device_mismatch", where=", ".join(f"{n} on {d}" for n, d in on.items()))
+
+
+def _nonfinite(found: _Findings, name: str, t: torch.Tensor, rest: str) -> None:
+    bad = ~t.isfinite()
+    n_nan = int(t.isnan().sum())
+    found.add("nonfinite", name=name, shape=_shape(t), nan=n_nan, inf=int(bad.sum()) - n_nan,
+              where=_where(bad), rest=rest)  # fmt: skip
+
+
+def _check_finite(found: _Findings, values: dict[str, torch.Tensor]) -> set[str]:
+    """One finding per input with NaN or inf (weights: see _check_weights); returns their names."""
+    bad_names = [n for n, t in values.items() if not bool(t.isfinite().all())]
+    for name in bad_names:
+        if name != "weights":
+            rest = ". NaN spreads to every output that touches it; find where it was produced."
+            _nonfinite(found, name, values[name], rest)
+    if values and not bad_names:
+        found.add("finite", names=", ".join(values))
+    return set(bad_names)
+
+
+def _read_scale(found: _Findings, scale: object, d_k: int | None) -> float | None:
+    """The learner's scale if attn_lib accepts it (its own rule, check_scale), else None."""
+    if scale is None:
+        return None
+    try:
+        s = check_scale(scale)
+    except (TypeError, ValueError) as err:
+        found.add("scale_invalid", err=err)
+        return None
+    if s > 1 and d_k is not None and d_k > 1:
+        root = math.isclose(s, math.sqrt(d_k), rel_tol=1e-3)
+        which = f"= √d_k = {math.sqrt(d_k):.4f}" if root else "> 1"
+        found.add("scale_multiplier", s=s, which=which, default=d_k**-0.5)
+    return s
+
+
+# --- mask -------------------------------------------------------------------------------
+
+
+def _read_mask(found: _Findings, mask: object) -> tuple[torch.Tensor | None, bool]:
+    """The mask as a bool keep-mask on the CPU (or None), and whether it was additive."""
+    if not isinstance(mask, torch.Tensor):
+        found.add("mask_type", kind=type(mask).__name__)
+        return None, False
+    if mask.device.type == "meta":
+        return None, False  # reported by not_checked
+    if mask.is_floating_point():
+        return _read_float_mask(found, mask)
+    if mask.is_complex():
+        text = (
+            f"mask has dtype {mask.dtype}; a mask is bool (True = may attend) or integer 0/1. "
+            f"Build it with a comparison, e.g. mask = (ids != pad_id)."
+        )
+        found.add("mask_values", text=text)
+        return None, False
+    if mask.dtype != torch.bool:  # not every integer dtype has the kernels as_keep_mask uses
+        mask = mask.detach().to("cpu", torch.int64)
+    try:
+        return as_keep_mask(mask.detach().cpu()), False  # the library's rule and message
+    except (TypeError, ValueError) as err:
+        found.add("mask_values", text=str(err))
+        return None, False
+
+
+def _read_float_mask(found: _Findings, mask: torch.Tensor) -> tuple[torch.Tensor | None, bool]:
+    """A float mask: read as a 0/1 keep-mask or a 0/-inf additive mask when it clearly is one."""
+    m = _values(mask)
+    if n_nan := int(m.isnan().sum()):
+        found.add("mask_nan", dtype=mask.dtype, n=n_nan, total=m.numel())
+        return None, False
+    if bool(((m == 0) | (m == 1)).all()):
+        what = (
+            f"a {mask.dtype} tensor of 0s and 1s. Read as a keep-mask (the article's "
+            f"masked_fill(mask == 0, …)) 1 means 'may attend'; but PyTorch's SDPA and "
+            f"nn.MultiheadAttention ADD a float mask to the scores, so there it would add 1 to "
+            f"allowed scores and block nothing."
+        )
+        found.add("mask_float", what=what, fix=": pass mask.bool(). Read here as a keep-mask.")
+        return m != 0, False
+    if bool(((m == 0) | (m <= -1e4)).all()):
+        what = (
+            f"an additive {mask.dtype} mask (0 where allowed, a large negative number or -inf "
+            f"where blocked), PyTorch's float convention: it is added to the scores."
+        )
+        found.add("mask_float", what=what, fix="; as a keep-mask pass mask == 0. Read here as "
+                  "additive.")  # fmt: skip
+        return m == 0, True
+    what = (
+        f"a {mask.dtype} tensor with values other than 0/1 or 0/-inf (e.g. "
+        f"{sorted(set(m.flatten()[:4].tolist()))}): neither a keep-mask nor an additive mask."
     )
-    return False
+    found.add("mask_float", what=what, fix=": use a bool keep-mask (True = may attend). Its "
+              "coverage is not checked.")  # fmt: skip
+    return None, False
+
+
+def _check_mask_shape(found: _Findings, keep: torch.Tensor, scores: tuple, B: int | None) -> bool:
+    """Whether the mask fits the scores by attn_lib's rule (check_mask); ambiguity noted."""
+    if keep.dim() == 0:
+        text = (
+            f"mask is a 0-d tensor (one value, {bool(keep)}); a mask is 2-D (L_q, L_k) = "
+            f"{fmt_shape(scores[-2:])} or has the scores' shape {fmt_shape(scores)}, with 1 "
+            f"where it is shared. Build it with attn_lib.padding_mask or causal_mask."
+        )
+        found.add("mask_shape", text=text)
+        return False
+    try:
+        check_mask(torch.ones_like(keep), scores)  # all True: only the shape rule can fail
+    except (TypeError, ValueError) as err:
+        rows = keep.dim() == len(scores) >= 3 and keep.shape[-2:] == (scores[-1], 1)
+        hint = " A (B, L, 1) mask blanks query rows; a padding mask is (B, 1, L_k)."
+        found.add("mask_shape", text=f"{err}{hint if rows else ''}")
+        return False
+    if (
+        keep.dim() == 2
+        and len(scores) >= 3
+        and keep.shape == (B, scores[-1])
+        and B == scores[-2]
+        and not torch.equal(keep, torch.ones_like(keep).tril())
+        and bool((keep[..., 1:].int() <= keep[..., :-1].int()).all())  # True…True False…False
+    ):
+        fix = "mask.unsqueeze(1)" if len(scores) == 3 else "mask[:, None, None, :]"
+        found.add("mask_ambiguous", shape=_shape(keep), B=B, fix=fix)
+    return True
+
+
+def _check_mask_content(found: _Findings, keep: torch.Tensor, scores: tuple) -> torch.Tensor:
+    """Coverage, fully masked rows and polarity; returns the keep-mask broadcast to the scores."""
+    full = keep.expand(scores)  # (…, L_q, L_k)
+    n_pairs = full.numel()
+    blocked = n_pairs - int(full.sum())
+    if n_pairs and blocked == n_pairs:
+        found.add("mask_all_blocked")
+        return full
+    frac, no_key = blocked / max(n_pairs, 1), ~full.any(dim=-1)  # no_key: (…, L_q)
+    n_empty = int(no_key.sum())
+    found.add("mask_coverage", frac=frac, blocked=blocked, pairs=n_pairs, empty=n_empty,
+              rows=no_key.numel())  # fmt: skip
+    L_q, L_k = scores[-2], scores[-1]
+    if L_q == L_k > 1 and not bool(full.diagonal(dim1=-2, dim2=-1).any()):
+        text = (
+            "mask blocks the diagonal everywhere: no token may attend to itself. In "
+            "self-attention that is almost always an inverted mask (an inverted causal mask "
+            "looks exactly like this). attn_lib and the article use True = may attend; "
+            "nn.MultiheadAttention uses True = blocked. Pass ~mask."
+        )
+        found.add("mask_inverted", text=text)
+    elif frac > 0.5:
+        text = (
+            f"mask blocks most query–key pairs ({frac:.1%}). Padding and causal masks block "
+            f"less than half unless the sequences are mostly padding: is it inverted (True = "
+            f"blocked, nn.MultiheadAttention's convention)? attn_lib uses True = may attend."
+        )
+        found.add("mask_inverted", text=text)
+    if L_q == L_k > 1 and bool((full == torch.ones(L_q, L_k, dtype=torch.bool).triu()).all()):
+        found.add("mask_future")
+    if n_empty:
+        if keep.shape[-1] == 1 and L_k > 1:
+            why = (
+                f" The mask has shape {_shape(keep)}, (…, L_q, 1): it blanks whole query rows, "
+                f"not key columns. A padding mask is (B, 1, L_k): use unsqueeze(1), not "
+                f"unsqueeze(-1)."
+            )
+        elif found.has("mask_inverted"):
+            why = " Here they most likely come from the inverted mask."
+        else:
+            why = " They usually are padded queries: leave them out of the loss."
+        found.add("fully_masked_rows", n=n_empty, where=_where(no_key), why=why)
+    return full
+
+
+# --- the mistakes, recomputed with attn_lib's own attention ------------------------------
+
+
+@dataclass
+class _Case:
+    """The learner's query and key (float64, CPU), mask and scale, to recompute weights from."""
+
+    q: torch.Tensor  # (…, L_q, d_k)
+    k: torch.Tensor  # (…, L_k, d_k)
+    keep: torch.Tensor | None  # (…, L_q, L_k) bool keep-mask, or None
+    scale: float  # the learner's scale if given, else 1/√d_k
+    additive: bool  # the mask was given as an additive float mask
+    sizes: dict[str, float] = field(default_factory=dict)  # B, H, …, and a fitted scale
+
+    def attend(self, **change: Any) -> torch.Tensor:
+        """attn_lib's weights (…, L_q, L_k), with ``change`` to query, key, mask, scale or fill."""
+        a = {"query": self.q, "key": self.k, "mask": self.keep, "scale": self.scale} | change
+        key = a["key"]  # the weights do not depend on value: key stands in for it
+        return scaled_dot_product_attention(
+            a["query"], key, key, a["mask"], scale=a["scale"], fill_value=a.get("fill_value")
+        )[1]
+
+    def masked(self, **change: Any) -> torch.Tensor | None:
+        """:meth:`attend` for a mistake that needs a mask (None without one)."""
+        return None if self.keep is None else self.attend(**change)
+
+    def softmax_over(self, dim: int) -> torch.Tensor:
+        """The weights (…, L_q, L_k) with the softmax taken over ``dim`` instead of the keys."""
+        if dim in (-2, self.q.dim() - 2):  # over the queries: the softmax of K Qᵀ, transposed
+            mask = None if self.keep is None else self.keep.mT
+            return self.attend(query=self.k, key=self.q, mask=mask).mT
+        # Another dim (batch, heads): move it last and let attention's softmax run over it,
+        # as the scores of queries against identity keys.
+        scores = (self.q @ self.k.mT * self.scale).movedim(dim, -1)  # (…, n)
+        n = scores.shape[-1]
+        eye = torch.eye(n, dtype=scores.dtype).expand(*scores.shape[:-2], n, n)
+        mask = None if self.keep is None else self.keep.movedim(dim, -1)
+        return self.attend(query=scores, key=eye, mask=mask, scale=1.0).movedim(-1, dim)
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A learner mistake that :func:`diagnose` names by recomputing the weights it gives.
+
+    Attributes:
+        code: the finding's code; "scale" means scale_flat or scale_sharp, by the scale.
+        name: the wrong computation, read after "weights equal"; {d_k}, {n}, … are sizes.
+        why: what it does and the usual fix, one or two sentences.
+        weights: case → the weights (…, L_q, L_k) it gives, or None where it cannot occur.
+        scale: sizes → the multiplier of the scores it uses, for a scale mistake.
+    """
+
+    code: str
+    name: str
+    why: str
+    weights: Callable[[_Case], torch.Tensor | None] | None = None
+    scale: Callable[[dict], float] | None = None
+
+    def scale_in(self, sizes: dict) -> float | None:
+        """The multiplier this scale mistake uses with these sizes (None if it needs another)."""
+        try:
+            return None if self.scale is None else self.scale(sizes)
+        except (KeyError, ZeroDivisionError):
+            return None
+
+    def recompute(self, case: _Case) -> torch.Tensor | None:
+        """The weights this mistake gives on ``case``, or None where it cannot occur."""
+        try:
+            if self.scale is not None:
+                s = self.scale_in(case.sizes)
+                if s is None or math.isclose(s, case.scale, rel_tol=1e-6):
+                    return None  # not applicable, or the scale the weights should have
+                return case.attend(scale=s)
+            return self.weights(case)
+        except Exception:  # noqa: BLE001 — shapes it does not fit: not this mistake
+            return None
+
+    def finding(self, found: _Findings, sizes: dict, head: str, also: str = "") -> None:
+        """Report this mistake: ``head`` (what was seen) equals it, and the usual fix."""
+        fields = {"default": sizes["d_k"] ** -0.5, **sizes}
+        code = self.code
+        if code == "scale":
+            code = "scale_flat" if self.scale(sizes) < fields["default"] else "scale_sharp"
+        found.add(code, text=f"{head} {self.name}{also}. {self.why}".format(**fields))
+
+
+_T_FIX = "Use key.transpose(-2, -1) (or key.mT)."
+_DIM_FIX = "Each query's weights over the keys must sum to 1: torch.softmax(scores, dim=-1)."
+
+# The table: what a learner may have computed instead of softmax(Q Kᵀ / √d_k) with the
+# mask, in order of precedence when two give the same numbers.
+MISTAKES: tuple[Mistake, ...] = (
+    Mistake("scale", "softmax(Q Kᵀ) with no scaling",
+            "Without 1/√d_k the scores grow with d_k and push rows towards one-hot (and their "
+            "gradients towards 0): divide the scores by math.sqrt(d_k).",
+            scale=lambda z: 1.0),
+    Mistake("scale", "softmax(Q Kᵀ / {d_k}), ÷d_k instead of ÷√d_k",
+            "Dividing by d_k shrinks the scores too much and pushes every row towards uniform: "
+            "divide by math.sqrt(d_k).",
+            scale=lambda z: 1 / z["d_k"]),
+    Mistake("scale", "softmax(Q Kᵀ × √d_k), scale=√d_k",
+            "scale MULTIPLIES the scores in attn_lib and PyTorch's SDPA: pass "
+            "scale=1/math.sqrt(d_k), or leave it None.",
+            scale=lambda z: math.sqrt(z["d_k"])),
+    Mistake("scale", "softmax(Q Kᵀ / √d_v), ÷√d_v instead of ÷√d_k",
+            "d_v is the width of the values; the scale uses d_k = query.size(-1).",
+            scale=lambda z: z["d_v"] ** -0.5),
+    Mistake("scale", "softmax(Q Kᵀ / √L_k), ÷√L_k instead of ÷√d_k",
+            "L_k is the number of keys; the scale uses their width, d_k = query.size(-1).",
+            scale=lambda z: z["L_k"] ** -0.5),
+    Mistake("scale", "softmax(Q Kᵀ / √H), ÷√H instead of ÷√d_k",
+            "H is the number of heads; each head scales by its own width d_k = query.size(-1).",
+            scale=lambda z: z["H"] ** -0.5),
+    Mistake("scale", "softmax(Q Kᵀ / √{n}), ÷√{n} instead of ÷√d_k = √{d_k}",
+            "If {n} is d_model (the width of x), divide by √d_k instead: d_k is the width of "
+            "the queries and keys, query.size(-1).",
+            scale=lambda z: z["n"] ** -0.5),
+    Mistake("scale", "softmax(Q Kᵀ × {fit:.4g}) instead of × 1/√d_k = {default:.4g}",
+            "Check the number the scores are divided by: it should be math.sqrt(d_k).",
+            scale=lambda z: z["fit"]),
+    Mistake("softmax_dim", "softmax(scores, dim=-2), over the queries instead of the keys",
+            _DIM_FIX, weights=lambda c: c.softmax_over(-2)),
+    Mistake("softmax_dim", "softmax(scores, dim=0), over the batch", _DIM_FIX,
+            weights=lambda c: c.softmax_over(0) if c.q.dim() >= 3 else None),
+    Mistake("softmax_dim", "softmax(scores, dim=1), over the heads", _DIM_FIX,
+            weights=lambda c: c.softmax_over(1) if c.q.dim() == 4 else None),
+    Mistake("key_transpose_1_2",
+            "the attention of query @ key.transpose(1, 2), heads and positions swapped",
+            "On (B, H, L, d_k) tensors transpose(1, 2) swaps heads and positions, and with "
+            "H = L = d_k it runs without an error. " + _T_FIX,
+            weights=lambda c: c.attend(key=c.k.transpose(1, 2).mT) if c.q.dim() == 4 else None),
+    Mistake("key_reshape", "the attention of query @ key.reshape(…, d_k, L_k), a reshape (or "
+            "view) in place of a transpose",
+            "reshape and view keep the memory order: they regroup the numbers instead of "
+            "swapping two dims. " + _T_FIX,
+            weights=lambda c: c.attend(key=c.k.reshape(*c.k.shape[:-2], *c.k.shape[:-3:-1]).mT)),
+    Mistake("key_dot_T", "the attention of query @ key.T, every dim of key reversed",
+            "On a batch .T reverses every dim, not only the last two. " + _T_FIX,
+            weights=lambda c: c.attend(key=c.k.permute(*range(c.k.dim() - 1, -1, -1)).mT)
+            if c.k.dim() >= 3 else None),
+    Mistake("scores_transposed", "softmax(K Qᵀ …), the scores transposed",
+            "Row i then holds key i against every query, and the rows still sum to 1, so only "
+            "a comparison catches it: compute query @ key.transpose(-2, -1).",
+            weights=lambda c: c.attend(query=c.k, key=c.q)),
+    Mistake("mask_not_applied", "softmax(Q Kᵀ / √d_k) without the mask",
+            "masked_fill is not in place: write scores = scores.masked_fill(mask == 0, -1e9) "
+            "(or the mask was never passed).",
+            weights=lambda c: c.masked(mask=None)),
+    Mistake("weights_mask_inverted", "the attention with the mask inverted",
+            "Blocked pairs got the weight and allowed ones none: the mask was read as True = "
+            "blocked (nn.MultiheadAttention's convention). attn_lib and the article use "
+            "True = may attend: pass ~mask, or fill where mask == 0.",
+            weights=lambda c: None if c.additive else c.masked(mask=~c.keep)),
+    Mistake("additive_mask_as_keep", "the attention with the additive mask used as a keep-mask",
+            "An additive mask is 0 where allowed, so masked_fill(mask == 0, …) blocks exactly "
+            "the allowed pairs: add it to the scores (scores + mask), or use mask == 0 as the "
+            "keep-mask.",
+            weights=lambda c: c.masked(mask=~c.keep) if c.additive else None),
+    Mistake("fill_zero", "masked_fill(mask == 0, 0) then softmax, a fill of 0",
+            "exp(0) = 1 is not small, so blocked keys keep their weight: fill with a large "
+            "negative number, -1e9 or torch.finfo(scores.dtype).min.",
+            weights=lambda c: c.masked(fill_value=0.0)),
+    Mistake("masked_row_uniform", "masked_fill(mask == 0, -1e9) then softmax",
+            "Rows with every key blocked come out uniform (1/L_k each), so their output is the "
+            "mean of V although the query may attend to nothing; attn_lib and SDPA return "
+            "zeros there.",
+            weights=lambda c: c.masked(fill_value=-1e9)),
+    Mistake("masked_row_nan", "masked_fill(mask == 0, float('-inf')) then softmax",
+            "Rows with every key blocked come out NaN (softmax of all -inf is 0/0), and NaN "
+            "spreads to the output and the loss: fill with torch.finfo(scores.dtype).min and "
+            "zero those rows, as attn_lib does.",
+            weights=lambda c: c.masked(fill_value=-math.inf)),
+)  # fmt: skip
+_RIGHT = Mistake("", "", "", weights=lambda c: c.attend())  # softmax(Q Kᵀ · scale), masked
+
+
+def _fit_scale(w: torch.Tensor, raw: torch.Tensor, keep: torch.Tensor | None) -> float | None:
+    """The s of weights = softmax(raw · s), by least squares on log w (None if it is no fit)."""
+    live = (w > 0) & w.isfinite() & (True if keep is None else keep)
+    m = live.double()
+    if m.sum() - (m.sum(-1) > 0).sum() < 2:  # no more equations than unknowns: any s fits
+        return None
+    n = m.sum(-1, keepdim=True).clamp_min(1)
+    y = torch.where(live, w.clamp_min(1e-300).log(), 0.0)
+    x, y = (t - (t * m).sum(-1, keepdim=True) / n for t in (raw, y))  # centred per row
+    den = (x * x * m).sum().item()
+    s = (x * y * m).sum().item() / den if den > 0 else math.nan
+    return s if math.isfinite(s) and s > 0 else None
+
+
+def _entropy_note(w: torch.Tensor, ref: torch.Tensor, keep: torch.Tensor | None) -> str | None:
+    """Mean row entropy of w against ref (÷√d_k) and a uniform row, over rows with ≥ 2 keys."""
+    n = keep.sum(-1).double() if keep is not None else torch.full(w.shape[:-1], w.shape[-1] * 1.0)
+    if not bool((counted := n >= 2).any()):
+        return None
+    H_x, H_ref = (entropy(t)[counted].mean().item() for t in (w, ref))
+    return (
+        f"mean row entropy {H_x:.4f} nats against {H_ref:.4f} with ÷√d_k (a uniform row: "
+        f"{n[counted].log().mean().item():.4f}, a one-hot row: 0)"
+    )
 
 
 def _dropout_factor(w: torch.Tensor, ref: torch.Tensor, tol: float) -> tuple[float, float] | None:
     """(c, fraction zeroed) when w = ref · m · c with m ∈ {0, 1} and one c > 1, else None."""
     live = ref > 1e-6
-    zero = (w == 0) & live
-    kept = (w != 0) & live
+    zero, kept = (w == 0) & live, (w != 0) & live
     if not bool(zero.any()) or not bool(kept.any()) or bool(((w != 0) & ~live).any()):
         return None
     ratio = w[kept] / ref[kept]
@@ -781,128 +818,171 @@ def _dropout_factor(w: torch.Tensor, ref: torch.Tensor, tol: float) -> tuple[flo
     return c, int(zero.sum()) / int(live.sum())
 
 
-# --- scale ------------------------------------------------------------------------------
+def _name_the_mistake(found: _Findings, w: torch.Tensor, case: _Case, tol: float) -> bool:
+    """Recompute the right weights and every mistake's; report the one ``w`` equals.
 
+    Args:
+        w: (…, L_q, L_k) the learner's weights, float64.
+        tol: the tolerance of their dtype.
 
-def _mean_entropy(w: torch.Tensor, counted: torch.Tensor) -> float:
-    """Mean entropy (nats) of the rows selected by ``counted`` (…, L_q)."""
-    return entropy(w)[counted].mean().item()
-
-
-def _scale_name(scale: float, d_k: int) -> str:
-    named = {
-        1 / math.sqrt(d_k): "÷√d_k",
-        1 / d_k: "÷d_k",
-        1.0: "no scaling",
-        math.sqrt(d_k): "×√d_k",
-    }
-    for value, name in named.items():
-        if math.isclose(scale, value, rel_tol=1e-6):
-            return name
-    return f"× {scale:.4g}"
-
-
-def _check_scale_value(found: _Findings, scale: object, d_k: int | None) -> float | None:
-    if isinstance(scale, torch.Tensor) and scale.numel() == 1:
-        scale = scale.item()
-    if (
-        isinstance(scale, bool)
-        or not isinstance(scale, int | float)
-        or not math.isfinite(float(scale))
-        or float(scale) <= 0
-    ):
-        found.add(
-            "scale_invalid",
-            f"scale = {scale!r} is not a finite number > 0. It multiplies the scores: the "
-            f"usual value is 1/√d_k.",
-        )
-        return None
-    scale = float(scale)
-    if scale > 1 and d_k is not None and d_k > 1:
-        which = (
-            f"= √d_k = {math.sqrt(d_k):.4f}"
-            if math.isclose(scale, math.sqrt(d_k), rel_tol=1e-3)
-            else "> 1"
-        )
-        found.add(
-            "scale_multiplier",
-            f"scale = {scale:.4g} {which}. In attn_lib and PyTorch's SDPA `scale` MULTIPLIES the "
-            f"scores, so this sharpens them instead of dividing. For softmax(Q Kᵀ / √d_k) pass "
-            f"scale = 1/√d_k = {1 / math.sqrt(d_k):.4f} (or leave it None).",
-        )
-    return scale
-
-
-def _check_scale_entropy(
-    found: _Findings,
-    raw: torch.Tensor,
-    full_keep: torch.Tensor | None,
-    d_k: int,
-    scale: float | None,
-    w: torch.Tensor | None,
-    tol: float = 1e-4,
-) -> None:
-    """Compare how flat the rows are with how flat ÷√d_k would make them.
-
-    ``tol`` is the tolerance of the dtype the weights were computed in.
+    Returns:
+        Whether the weights were explained: right, a mistake (exactly, or its closest
+        match), or dropout.
     """
-    default = 1 / math.sqrt(d_k)
-    ref = _masked_softmax(raw * default, full_keep)
-    n_allowed = (
-        raw.new_full(raw.shape[:-1], raw.shape[-1])
-        if full_keep is None
-        else (full_keep.sum(dim=-1).to(raw.dtype))
-    )
-    counted = n_allowed >= 2
-    if not bool(counted.any()):
-        return
-    H_ref = _mean_entropy(ref, counted)
-    H_max = n_allowed[counted].log().mean().item()
-    matched = None
-    if w is not None:
-        source = "your weights"
-        H_x = _mean_entropy(w.to(raw.dtype), counted)
-        for cand in sorted({1 / math.sqrt(d_k), 1 / d_k, 1.0, math.sqrt(d_k)}):
-            if math.isclose(cand, default, rel_tol=1e-9):
-                continue
-            if _close(w.to(raw.dtype), _masked_softmax(raw * cand, full_keep), tol):
-                matched = cand
-                break
-    elif scale is not None:
-        source = f"softmax at scale = {scale:.4g}"
-        H_x = _mean_entropy(_masked_softmax(raw * scale, full_keep), counted)
-    else:
-        return
-    numbers = (
-        f"mean row entropy {H_x:.4f} nats against {H_ref:.4f} with ÷√d_k (a uniform row: "
-        f"{H_max:.4f}, a one-hot row: 0)"
-    )
-    gap_ref = H_max - H_ref
-    flat = (matched is not None and matched < default) or (
-        matched is None and gap_ref > 1e-3 and (H_max - H_x) < 0.5 * gap_ref
-    )
-    sharp = (matched is not None and matched > default) or (
-        matched is None and H_ref > 1e-3 and H_x < 0.5 * H_ref
-    )
-    cause = ""
-    if matched is not None:
-        cause = f" They equal softmax(Q Kᵀ {_scale_name(matched, d_k)}) exactly (d_k = {d_k})."
-    if flat:
-        found.add(
-            "scale_flat",
-            f"the rows are far flatter than ÷√d_k would make them: {numbers}.{cause} Dividing by "
-            f"d_k (or by d_model) instead of √d_k shrinks the scores too much and pushes every "
-            f"row towards uniform.",
+
+    def close(cand: torch.Tensor, strict: bool = False) -> torch.Tensor:  # (…, L_q, L_k)
+        ok = torch.isclose(w, cand, rtol=tol, atol=tol, equal_nan=True)
+        if strict:
+            return ok
+        # In a row the mistake's mask blocks entirely, zeros (attn_lib), uniform (a -1e9 fill)
+        # and NaN (-inf) are the same mistake.
+        uniform = ((w - 1 / w.shape[-1]).abs() <= tol).all(-1, keepdim=True)
+        blank = uniform | w.isnan().all(-1, keepdim=True) | (w == 0).all(-1, keepdim=True)
+        return ok | ((cand == 0).all(-1, keepdim=True) & blank)
+
+    default = case.sizes["d_k"] ** -0.5
+    right = _RIGHT.recompute(case)
+    if right is not None and bool(close(right, strict=True).all()):
+        how = "÷√d_k" if math.isclose(case.scale, default) else f"× {case.scale:.4g}"
+        masked = " with this mask" if case.keep is not None else ""
+        found.add("weights_match", how=how, masked=masked)
+        if how == "÷√d_k" and (note := _entropy_note(w, right, case.keep)):
+            found.add("scale_ok", text=f"your weights: {note}, close to ÷√d_k.")
+        return True
+    if (fit := _fit_scale(w, case.q @ case.k.mT, case.keep)) is not None:
+        case.sizes["fit"] = fit  # the weights may be softmax(Q Kᵀ × fit): a scale mistake
+        if fit**-2 >= 0.5 and abs(fit**-2 - round(fit**-2)) <= 0.05 * fit**-2:
+            case.sizes["n"] = round(fit**-2)  # ÷√n, e.g. n = d_model
+    # What a mistake must explain: the entries where the weights are not the right ones.
+    wrong = torch.ones_like(w, dtype=torch.bool) if right is None else ~close(right, True)
+    scored = []  # ((wrong entries it explains - right entries it breaks) / wrong ones, m)
+    for m in MISTAKES:
+        cand = m.recompute(case)
+        if cand is None or cand.shape != w.shape:
+            continue
+        if right is not None and bool(torch.isclose(cand, right, tol, tol, equal_nan=True).all()):
+            continue  # indistinguishable from the right weights on these tensors
+        hits = close(cand)
+        scored.append((int((hits & wrong).sum() - (~hits & ~wrong).sum()) / int(wrong.sum()), m))
+    if exact := [m for score, m in scored if score == 1.0]:
+        same = [m.name for m in exact[1:] if "{fit" not in m.name]  # the fit only restates
+        also = f" (here the same numbers as {same[0]})" if same else ""
+        exact[0].finding(found, case.sizes, "weights equal", also)
+        return True
+    if right is not None and (drop := _dropout_factor(w, right, tol)) is not None:
+        c, zeroed = drop
+        text = (
+            f"rows sum to {_row_range(w.sum(-1))}, not 1, and the weights are the softmax weights "
+            f"with {zeroed:.0%} of them set to 0 and the rest multiplied by {c:.4f} = 1/(1 − p) "
+            f"for p ≈ {1 - 1 / c:.2f}: dropout is on. In training that is expected (the rows sum "
+            f"to 1 only on average); to evaluate, call model.eval() (or pass training=False) so "
+            f"that dropout is off."
         )
-    elif sharp:
-        found.add(
-            "scale_sharp",
-            f"the rows are far sharper than ÷√d_k would make them: {numbers}.{cause} Without the "
-            f"1/√d_k factor (or with scale = √d_k) large d_k pushes rows towards one-hot and "
-            f"their gradients towards 0.",
+        found.add("dropout_active", text=text)
+        return True
+    scored.sort(key=lambda sm: -sm[0])
+    if scored and scored[0][0] >= 0.9 and (len(scored) == 1 or scored[1][0] < scored[0][0]):
+        also = f" (the closest match: it explains {scored[0][0]:.0%} of the entries that are off)"
+        scored[0][1].finding(found, case.sizes, "weights equal", also)
+        return True
+    return False
+
+
+def _name_scale(found: _Findings, s: float, sizes: dict) -> None:
+    """A scale the learner passed: named from the table, or judged against 1/√d_k."""
+    default = sizes["d_k"] ** -0.5
+    if found.has("scale_multiplier"):
+        return
+    if math.isclose(s, default, rel_tol=1e-6):
+        found.add("scale_ok", text=f"scale = {s:.4g} = 1/√d_k, the default.")
+        return
+    for m in MISTAKES:
+        if m.code == "scale" and (t := m.scale_in(sizes)) and math.isclose(t, s, rel_tol=1e-6):
+            m.finding(found, sizes, f"scale = {s:.4g} gives")
+            return
+    if not default / 2 <= s <= 2 * default:
+        flat = s < default
+        text = (
+            f"scale = {s:.4g} is {max(s / default, default / s):.3g}× "
+            f"{'smaller' if flat else 'larger'} than 1/√d_k = {default:.4g}: the rows come out "
+            f"{'flatter' if flat else 'sharper'} than attention's. Leave scale None."
         )
-    else:
-        found.add("scale_ok", f"{source}: {numbers}, close to ÷√d_k.")
+        found.add("scale_flat" if flat else "scale_sharp", text=text)
+
+
+# --- the weights ------------------------------------------------------------------------
+
+
+def _check_weights(
+    found: _Findings, w: torch.Tensor, scores: tuple | None, keep: torch.Tensor | None,
+    case: _Case | None, tol: float,
+) -> None:  # fmt: skip
+    """Shape, sign and rows of the learner's weights (float64), then what they equal."""
+    if scores is not None and w.shape != scores or w.dim() < 2:
+        transposed = scores is not None and w.shape == (*scores[:-2], scores[-1], scores[-2])
+        want = f" = {fmt_shape(scores)}." if scores else ", at least 2-D."
+        if transposed:
+            want += (
+                " They look transposed, (…, L_k, L_q): were the scores computed as K Qᵀ? "
+                "Compute query @ key.transpose(-2, -1)."
+            )
+        found.add("weights_shape", shape=_shape(w), want=want)
+        return
+    finite = w.isfinite()
+    if bool((w[finite] < 0).any()):
+        found.add("weights_negative", low=w[finite].min().item())
+        return
+    sums = w.sum(dim=-1)  # (…, L_q)
+    has_key = torch.ones_like(sums, dtype=torch.bool) if keep is None else keep.any(dim=-1)
+    one, zero = (sums - 1).abs() <= tol, sums.abs() <= tol
+    rows_ok = bool(finite.all() and one[has_key].all() and (one | zero)[~has_key].all())
+    if rows_ok:
+        extra = "" if bool(has_key.all()) else " (0 for the rows with no allowed key)"
+        found.add("row_sums_ok", extra=extra)
+    if case is not None and _name_the_mistake(found, w, case, tol):
+        return
+    # No recomputed mistake explains them: say what their rows show.
+    if not bool(finite.all()):
+        rest = (
+            f"; {int((~finite).any(-1).sum())} of {sums.numel()} rows are affected. NaN weights "
+            f"come from a row whose scores are all -inf (a fully masked row filled with -inf) "
+            f"or from exp overflowing in a softmax without the max trick."
+        )
+        _nonfinite(found, "weights", w, rest)
+        return
+    leak = (w * ~keep * has_key[..., None] > tol) if keep is not None else torch.zeros(())
+    if rows_ok and bool(leak.any()):  # blocked keys with weight in rows that have a key
+        found.add("masked_weight", n=int(leak.sum()), top=(w * leak).max().item())
+    elif rows_ok and case is not None and (right := _RIGHT.recompute(case)) is not None:
+        found.add("weights_mismatch", diff=(w - right).abs().max().item())
+    elif not rows_ok:
+        _check_row_sums(found, w, sums, keep, has_key, tol, case is None)
+
+
+def _check_row_sums(
+    found: _Findings, w: torch.Tensor, sums: torch.Tensor, keep: torch.Tensor | None,
+    has_key: torch.Tensor, tol: float, no_reference: bool,
+) -> None:  # fmt: skip
+    """Rows that do not sum to 1: dropout (its exact zeros), a softmax over another dim, or not."""
+    mean = sums[has_key].mean().item() if bool(has_key.any()) else 0.0
+    zeros = bool(((w == 0) & (True if keep is None else keep)).any())
+    if no_reference and zeros and 0.6 < mean < 1.4:
+        text = (
+            f"rows sum to {_row_range(sums)} (mean {mean:.4f}), not 1, and some allowed weights "
+            f"are exactly 0: this looks like dropout on the weights (inverted dropout keeps the "
+            f"sum at 1 only on average). To evaluate, call model.eval()."
+        )
+        found.add("dropout_active", text=text)
+        return
+    for dim in range(-2, -w.dim() - 1, -1):
+        if w.shape[dim] > 1 and bool(((w.sum(dim=dim) - 1).abs() <= tol).all()):
+            text = (
+                f"the rows of weights do not sum to 1 (they sum to {_row_range(sums)}) but the "
+                f"sums over dim={w.dim() + dim} do: the softmax was taken over the wrong dim. "
+            )
+            found.add("softmax_dim", text=text + _DIM_FIX)
+            return
+    found.add("row_sums", sums=_row_range(sums))
 
 
 # --- the entry point --------------------------------------------------------------------
@@ -919,133 +999,71 @@ def diagnose(
 ) -> Diagnosis:
     """Check the tensors of an attention computation and explain what looks wrong.
 
-    Never raises on bad tensors: every problem becomes a :class:`Finding`.
-
     Args:
         query: (…, L_q, d_k), floating point; … is nothing, (B,) or (B, H).
         key: (…, L_k, d_k).
         value: (…, L_k, d_v).
         mask: optional keep-mask (True or 1 = may attend), 2-D (L_q, L_k) or of the
-            scores' rank, e.g. (B, 1, L_k). A float mask is read as 0/1 keep-mask or as
-            an additive 0/-inf mask when it is clearly one, and reported.
-        weights: optional (…, L_q, L_k), the attention weights the learner computed
-            (after softmax, and after dropout if any).
-        scale: optional multiplier of the scores the learner used (the default of
-            attention is 1/√d_k); checked against how flat ÷√d_k makes the rows.
+            scores' rank, e.g. (B, 1, L_k). A float mask is reported (attn_lib refuses
+            it) and read as a 0/1 keep-mask or a 0/-inf additive mask when it is one.
+        weights: optional (…, L_q, L_k), the weights the learner computed (after
+            softmax, and after dropout if any); named if they equal a known mistake.
+        scale: optional multiplier of the scores the learner used (a Python number, as
+            attn_lib requires; default 1/√d_k).
 
     Returns:
         :class:`Diagnosis`; see :data:`CODES` for every code it may hold.
 
-    Raises:
-        Nothing for bad tensors, masks, weights or scales: each becomes a finding. The
-        inputs are not modified, no gradient is recorded and the random state is untouched.
-
-    Source: article sections 3.3 (the row-sum check), 4.1-4.3 and 5 (shape and mask
-        bugs); Vaswani et al. 2017, eq. (1).
+    Never raises on a learner's tensors, of any rank, dtype, device or shape: what it
+    cannot check is a finding. The inputs and the random state are left untouched.
     """
     with torch.no_grad():
-        return _diagnose(query, key, value, mask, weights, scale)
+        found = _Findings()
+        sizes = _diagnose(found, query, key, value, mask, weights, scale)
+    order = {level: i for i, level in enumerate(LEVELS)}
+    return Diagnosis(tuple(sorted(found.items, key=lambda f: order[f.level])), sizes)
 
 
 def _diagnose(
-    query: object, key: object, value: object, mask: object, weights: object, scale: object
-) -> Diagnosis:
-    found = _Findings()
+    found: _Findings, query: Any, key: Any, value: Any, mask: Any, weights: Any, scale: Any
+) -> dict | None:
+    """Run the checks in order, adding to ``found``; returns the sizes (or None)."""
     sizes = _check_qkv(found, query, key, value)
-    w = weights
-    if w is not None and not _is_float_tensor(w):
-        what = type(w).__name__ if not isinstance(w, torch.Tensor) else f"dtype {w.dtype}"
-        found.add(
-            "weights_type",
-            f"weights is {what}; pass the floating-point tensor the softmax returned.",
-        )
-        w = None
-    tensors = [
-        (n, t)
-        for n, t in (("query", query), ("key", key), ("value", value), ("weights", w))
-        if _is_float_tensor(t)
-    ]
-    nonfinite = _check_finite(found, tensors)
-    scores_shape = None
-    raw = None
-    if sizes is not None:
-        scores_shape = (*query.shape[:-2], sizes["L_q"], sizes["L_k"])
-        if not {"query", "key"} & nonfinite and query.dtype == key.dtype == value.dtype:
-            raw = torch.matmul(query.double(), key.double().transpose(-2, -1))  # (…, L_q, L_k)
-    d_k = sizes["d_k"] if sizes is not None else None
-    scale_value = None
-    if scale is not None:
-        scale_value = _check_scale_value(found, scale, d_k)
-    if raw is not None and raw.numel():
-        s = scale_value if scale_value is not None else 1 / math.sqrt(d_k)
-        top = (raw * s).max().item()
-        limit = math.log(torch.finfo(query.dtype).max)
-        if top > limit:
-            found.add(
-                "overflow_risk",
-                f"the largest scaled score is {top:.4g}, above log(finfo({str(query.dtype)[6:]})"
-                f".max) = {limit:.4f}: exp overflows there, so a softmax without the max trick "
-                f"gives inf/inf = NaN. torch.softmax and attn_lib subtract each row's max first "
-                f"and are fine.",
-            )
-
+    named = {"query": query, "key": key, "value": value, "mask": mask, "weights": weights}
+    tensors = {n: t for n, t in named.items() if isinstance(t, torch.Tensor)}
+    _check_devices(found, tensors)
+    if weights is not None and not _is_real_float(weights):
+        what = f"dtype {weights.dtype}" if "weights" in tensors else type(weights).__name__
+        found.add("weights_type", what=what)
+    values = {  # float64 CPU copies of what holds readable numbers
+        n: _values(t)
+        for n, t in tensors.items()
+        if n != "mask" and _is_real_float(t) and t.device.type != "meta"
+    }
+    bad = _check_finite(found, values)
+    s = _read_scale(found, scale, sizes and sizes["d_k"])
+    keep, additive = (None, False) if mask is None else _read_mask(found, mask)
+    if sizes is not None and 0 in sizes.values():
+        return sizes  # empty: reported, nothing more to check
+    scores = None if sizes is None else (*query.shape[:-2], sizes["L_q"], sizes["L_k"])
     full_keep = None
-    if mask is not None:
-        keep = _mask_to_keep(found, mask)
-        if keep is not None and scores_shape is not None:
-            if _check_mask_shape(found, keep, scores_shape, sizes):
-                full_keep = _check_mask_content(found, keep, scores_shape)
-        elif keep is not None and keep.dim() >= 2:
-            _check_mask_content(found, keep, tuple(keep.shape))
-
-    weights_ok = False
-    ref = None
-    if raw is not None:
-        s = scale_value if scale_value is not None else 1 / math.sqrt(d_k)
-        ref = _masked_softmax(raw * s, full_keep)
-    if w is not None and "weights" not in nonfinite:
-        w64 = w.double()
-        shape_ok = scores_shape is None or tuple(w.shape) == scores_shape
-        tol = _tol(w.dtype)
-        weights_ok = _check_weights_alone(
-            found, w64, scores_shape, full_keep, ref if shape_ok else None, tol
-        )
-        if weights_ok and ref is not None:
-            if _close(w64, ref, tol):
-                name = _scale_name(scale_value, d_k) if scale_value is not None else "÷√d_k"
-                found.add(
-                    "weights_match",
-                    f"weights equal softmax(Q Kᵀ {name}) of this query and key"
-                    f"{' with this mask' if full_keep is not None else ''}.",
-                )
-            else:
-                transposed = None
-                if sizes["L_q"] == sizes["L_k"]:
-                    s = scale_value if scale_value is not None else 1 / math.sqrt(d_k)
-                    transposed = _masked_softmax(raw.transpose(-2, -1) * s, full_keep)
-                if transposed is not None and _close(w64, transposed, tol):
-                    found.add(
-                        "scores_transposed",
-                        "weights equal softmax(K Qᵀ …), the scores transposed: row i holds key "
-                        "i against every query. Rows still sum to 1, so only a comparison "
-                        "catches this. Compute query @ key.transpose(-2, -1).",
-                    )
-                    weights_ok = False
-    if raw is not None:
-        usable_w = w.double() if (w is not None and weights_ok) else None
-        if usable_w is not None or scale_value is not None:
-            tol = _tol(w.dtype) if w is not None else 1e-4
-            _check_scale_entropy(found, raw, full_keep, d_k, scale_value, usable_w, tol)
-        if usable_w is not None and not found.has(
-            "weights_match", "scale_flat", "scale_sharp", "scores_transposed"
-        ):
-            diff = (usable_w - ref).abs().max().item()
-            found.add(
-                "weights_mismatch",
-                f"weights are not softmax(Q Kᵀ · scale) of this query and key (largest "
-                f"difference {diff:.4f}): they may come from other tensors or another mask, or "
-                f"dropout was applied to the scores before the softmax.",
-            )
-    order = {level: i for i, level in enumerate(LEVELS)}
-    findings = tuple(sorted(found.items, key=lambda f: order[f.level]))
-    return Diagnosis(findings=findings, sizes=sizes)
+    if keep is not None and scores is not None:
+        if _check_mask_shape(found, keep, scores, sizes.get("B")):
+            full_keep = _check_mask_content(found, keep, scores)
+    elif keep is not None and keep.dim() >= 2 and keep.numel():
+        _check_mask_content(found, keep, tuple(keep.shape))
+    if sizes is not None and s is not None:
+        _name_scale(found, s, sizes)
+    case = None
+    mask_read = mask is None or full_keep is not None
+    if sizes and mask_read and {"query", "key"} <= values.keys() and not {"query", "key"} & bad:
+        d_k = sizes["d_k"]
+        q, k = values["query"], values["key"]
+        case = _Case(q, k, full_keep, s or d_k**-0.5, additive, dict(sizes))
+        top = (case.q @ case.k.mT).max().item() * case.scale
+        if top > (limit := math.log(torch.finfo(query.dtype).max)):
+            found.add("overflow_risk", top=top, dtype=str(query.dtype)[6:], limit=limit)
+    if "weights" in values:
+        dtypes = [t.dtype for t in (weights, query, key) if _is_real_float(t)]
+        _check_weights(found, values["weights"], scores, full_keep, case, _tol(*dtypes))
+    return sizes

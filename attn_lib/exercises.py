@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
+import operator
 import re
 import textwrap
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import permutations
 
@@ -170,13 +172,45 @@ def _raised(err: BaseException, *, first_line: bool = False) -> str:
 
 
 def _number(value: object) -> tuple[object, bool]:
-    """(value, whether it is a number): a one-element tensor becomes its Python number first.
+    """(value, whether it is a real number), as a Python int or float.
 
-    A bool is not a number here, so True cannot pass for 1.
+    Accepts what a learner may reasonably return: int, float, numpy scalars, Fraction,
+    and one-element tensors or arrays. An integer type becomes an int (exact);
+    any other real number a float. A bool is not a number here, so True cannot pass for 1.
     """
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.dtype == torch.bool:
+            return value, False
         value = value.item()
-    return value, isinstance(value, int | float) and not isinstance(value, bool)
+    elif type(value).__module__ == "numpy" and getattr(value, "size", 0) == 1:
+        if value.dtype.kind == "b":
+            return value, False
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return value, False
+    if isinstance(value, numbers.Integral):
+        return operator.index(value), True
+    return float(value), True
+
+
+def _as_size(value: object) -> int | None:
+    """An integer-valued size as an int (numpy ints, 0-d tensors, 4.0 and Fraction(4) too)."""
+    value, is_number = _number(value)
+    if not is_number:
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    return value
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """repr(value) cut to about ``limit`` characters: a returned object, never a wall of it."""
+    if isinstance(value, torch.Tensor) and value.numel() > 1:
+        return f"a tensor of shape {tuple(value.shape)} ({value.dtype})"
+    if type(value).__module__ == "numpy" and getattr(value, "size", 1) > 1:
+        return f"a numpy array of shape {tuple(value.shape)} ({value.dtype})"
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _tensors(result: object, n: int) -> bool:
@@ -237,17 +271,36 @@ def _wrong_attention(
     invert: bool = False,
     ignore_mask: bool = False,
     transpose_scores: bool = False,
+    key_reshaped: bool = False,
+    mask_how: str = "",
+    softmax: bool = True,
+    scale_after_softmax: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention with one deliberate mistake, as a learner might write it."""
+    """Attention with one deliberate mistake, as a learner might write it.
+
+    mask_how: "" (right), "transpose" (mask.transpose(-2, -1)), "dot_T" (mask.T, every dim
+    reversed) or "after_softmax" (weights zeroed after the softmax, rows not renormalised).
+    """
     if transpose_scores:
         scores = torch.matmul(k, q.transpose(-2, -1))  # K Qᵀ: (B, L_k, L_q)
+    elif key_reshaped:  # key.reshape(..., d_k, L_k): a view, not a transpose
+        scores = torch.matmul(q, k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2]))
     else:
         scores = torch.matmul(q, k.transpose(-2, -1))  # (B, L_q, L_k)
-    scores = scores * scale
-    if mask is not None and not ignore_mask:
+    if not scale_after_softmax:
+        scores = scores * scale
+    if mask is not None and mask_how == "transpose":
+        mask = mask.transpose(-2, -1)
+    elif mask is not None and mask_how == "dot_T":
+        mask = mask.permute(*reversed(range(mask.dim())))
+    if mask is not None and not ignore_mask and mask_how != "after_softmax":
         blocked = mask if invert else ~mask
         scores = scores.masked_fill(blocked, fill)
-    weights = torch.softmax(scores, dim=softmax_dim)
+    weights = torch.softmax(scores, dim=softmax_dim) if softmax else scores
+    if scale_after_softmax:
+        weights = weights * scale
+    if mask is not None and mask_how == "after_softmax":
+        weights = weights.masked_fill(~mask, 0.0)
     return torch.matmul(weights, v), weights
 
 
@@ -295,6 +348,78 @@ _ATTENTION_MISTAKES: list[tuple[str, str, _MistakeFn]] = [
             "dim: query.size(-1)."
         ),
         lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(q.shape[-2])),
+    ),
+    (
+        "scale_d_v",
+        (
+            "Your scores are divided by √d_v, the width of value, not by √d_k. The scores are "
+            "dot products of a query with a key, each d_k numbers long, so their spread grows "
+            "with d_k: use `scores / math.sqrt(d_k)` with d_k = query.size(-1) (or key.size(-1)); "
+            "value.size(-1) is d_v, which need not equal d_k."
+        ),
+        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(v.shape[-1])),
+    ),
+    (
+        "scale_length",
+        (
+            "Your scores are divided by the square root of the number of keys, L_k "
+            "(key.size(-2), or key.size(1) on a 3-D key), not of d_k. The scale depends on how "
+            "long each dot product is, d_k = query.size(-1), not on how many keys there are."
+        ),
+        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(k.shape[-2])),
+    ),
+    (
+        "scale_batch",
+        (
+            "Your scores are divided by the square root of dim 0 of query, the batch size B, "
+            "not of d_k. The width of each query and key is the last dim: d_k = query.size(-1)."
+        ),
+        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(q.shape[0])),
+    ),
+    (
+        "scale_after_softmax",
+        (
+            "You divide by √d_k after the softmax, so each row of weights sums to 1/√d_k "
+            "instead of 1 and the output shrinks. The scale belongs to the scores, before the "
+            "softmax: `F.softmax(scores / math.sqrt(d_k), dim=-1)`."
+        ),
+        lambda q, k, v, m: _wrong_attention(
+            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), scale_after_softmax=True
+        ),
+    ),
+    (
+        "reshape_not_transpose",
+        (
+            "You turn key (…, L_k, d_k) into (…, d_k, L_k) with `.reshape` or `.view`, not with "
+            "a transpose. The shapes fit, but reshape keeps the numbers in memory order and only "
+            "cuts them into rows of a new length, so each 'column' mixes features of different "
+            "keys: it is not Kᵀ. Swap the two axes: `key.transpose(-2, -1)` (or `key.mT`)."
+        ),
+        lambda q, k, v, m: _wrong_attention(
+            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), key_reshaped=True
+        ),
+    ),
+    (
+        "no_softmax",
+        (
+            "Your weights are the scaled scores themselves: the softmax is missing. Without it "
+            "the weights can be negative and their rows do not sum to 1. Apply "
+            "`F.softmax(scores, dim=-1)` after scaling (and masking) the scores."
+        ),
+        lambda q, k, v, m: _wrong_attention(
+            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), softmax=False
+        ),
+    ),
+    (
+        "no_softmax",
+        (
+            "Your weights are the scaled scores themselves: the softmax is missing (and the "
+            "mask is ignored). Without the softmax the weights can be negative and their rows "
+            "do not sum to 1. Mask the scores, then apply `F.softmax(scores, dim=-1)`."
+        ),
+        lambda q, k, v, m: _wrong_attention(
+            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), ignore_mask=True, softmax=False
+        ),
     ),
     (
         "softmax_dim",
@@ -371,6 +496,57 @@ _ATTENTION_MISTAKES: list[tuple[str, str, _MistakeFn]] = [
             q, k, v, m, scale=1 / math.sqrt(_d_k(q)), ignore_mask=True
         ),
     ),
+    (
+        "mask_transposed",
+        (
+            "Your function transposes the mask (mask.transpose(-2, -1)). A keep-mask is laid "
+            "out like the scores, (…, L_q, L_k): rows are queries, columns are keys. "
+            "Transposed, a causal mask lets each query see the future instead of the past, and "
+            "a (B, 1, L_k) padding mask becomes (B, L_k, 1), which blanks the padded query rows "
+            "instead of the padded key columns. Use the mask as it is: "
+            "`scores.masked_fill(mask == 0, -1e9)`."
+        ),
+        lambda q, k, v, m: _wrong_attention(
+            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), mask_how="transpose"
+        ),
+    ),
+    (
+        "mask_transposed",
+        (
+            "Your function transposes the mask (mask.transpose(-2, -1)), and with a -inf fill "
+            "the query rows it blanks entirely come out NaN. A keep-mask is laid out like the "
+            "scores, (…, L_q, L_k): rows are queries, columns are keys. Use it as it is: "
+            "`scores.masked_fill(mask == 0, -1e9)`."
+        ),
+        lambda q, k, v, m: _wrong_attention(
+            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), mask_how="transpose", fill=float("-inf")
+        ),
+    ),
+    (
+        "mask_transposed",
+        (
+            "Your function uses `mask.T`. On a 2-D causal mask that swaps queries and keys, "
+            "so each query sees the future instead of the past; on the 3-D padding mask "
+            "(B, 1, L_k) `.T` reverses every dim, (L_k, 1, B), and the mask no longer fits the "
+            "scores. A keep-mask is already laid out like the scores, (…, L_q, L_k): use it as "
+            "it is, `scores.masked_fill(mask == 0, -1e9)`."
+        ),
+        lambda q, k, v, m: _wrong_attention(
+            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), mask_how="dot_T"
+        ),
+    ),
+    (
+        "mask_after_softmax",
+        (
+            "You apply the mask to the weights after the softmax, so the blocked keys are "
+            "zeroed but the rows no longer sum to 1: the weight they had is lost, not handed to "
+            "the allowed keys. Mask the scores before the softmax: "
+            "`scores.masked_fill(mask == 0, -1e9)`, then `F.softmax(scores, dim=-1)`."
+        ),
+        lambda q, k, v, m: _wrong_attention(
+            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), mask_how="after_softmax"
+        ),
+    ),
 ]
 
 
@@ -402,6 +578,46 @@ def _call_attention(fn: Callable, case: _Case) -> _Outcome:
             f"tensor (or a pair (output, weights))."
         )
     return _Outcome(output=result.detach())
+
+
+def _call_attention_seeded(fn: Callable, cases: list[_Case], seed: int) -> list[_Outcome]:
+    """_call_attention on every case with the RNG seeded, leaving the global RNG alone."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return [_call_attention(fn, case) for case in cases]
+
+
+def _is_random(fn: Callable, cases: list[_Case], outcomes: list[_Outcome]) -> bool:
+    """Does fn give another output when called again on the same inputs with another seed?"""
+    again = _call_attention_seeded(fn, cases, _SEED + 1)
+    for first, second in zip(outcomes, again, strict=True):
+        if first.output is None or second.output is None:
+            continue
+        with warnings.catch_warnings():  # a complex output: compared by its real part
+            warnings.simplefilter("ignore")
+            a, b = first.output.double().nan_to_num(), second.output.double().nan_to_num()
+        if not torch.equal(a, b):
+            return True
+    return False
+
+
+def _random_text(fn: object, weights: torch.Tensor | None) -> str:
+    """Why an attention function that gives different outputs on the same inputs is wrong."""
+    uses_dropout = "dropout" in _source(fn).lower()
+    rows = "" if weights is None else _row_sums(weights)
+    what = (
+        "Your function applies dropout, and it is on every time it runs"
+        if uses_dropout
+        else "Something random runs inside your function, most likely dropout"
+    )
+    return (
+        f"{what}: called twice on the same inputs, it gives two different outputs.{rows} "
+        f"`F.dropout(x, p)` has training=True by default, so it zeroes weights (and scales the "
+        f"others by 1/(1 − p)) even when you evaluate. Attention itself is deterministic: leave "
+        f"dropout out here, or pass `training=False` (inside a module, "
+        f"`training=self.training`, or use an nn.Dropout layer, which model.eval() switches "
+        f"off)."
+    )
 
 
 def _close(a: torch.Tensor | None, b: torch.Tensor) -> bool:
@@ -494,15 +710,17 @@ def check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
     Returns:
         CheckResult; ``mistake`` is None or one of: "not_written", "bad_return",
         "dot_T", "transpose_dims", "error", "scale_d_k", "no_scale",
-        "scale_multiplied", "scale_length", "softmax_dim", "scores_transposed",
-        "mask_inverted", "mask_fill_zero", "mask_missing", "wrong_shape",
-        "weights_wrong", "unknown".
+        "scale_multiplied", "scale_length", "scale_d_v", "scale_batch",
+        "scale_after_softmax", "reshape_not_transpose", "no_softmax", "softmax_dim",
+        "scores_transposed", "mask_inverted", "mask_fill_zero", "mask_missing",
+        "mask_transposed", "mask_after_softmax", "dropout_on" (the output changes from
+        one call to the next), "wrong_shape", "weights_wrong", "unknown".
 
     Source: article sections 3.2-3.3 and 4.1-4.2; Vaswani et al. 2017, eq. (1).
     """
     name = _name_of(fn)
     cases = _attention_cases()
-    outcomes = [_call_attention(fn, case) for case in cases]
+    outcomes = _call_attention_seeded(fn, cases, _SEED)
 
     if any(isinstance(o.error, NotImplementedError) for o in outcomes):
         return _not_written(name, verbose)
@@ -529,6 +747,8 @@ def check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for code, explanation, make in _ATTENTION_MISTAKES:
         if _matches(outcomes, make, cases):
             return _not_yet(code, explanation, verbose)
+    if _is_random(fn, cases, outcomes):
+        return _not_yet("dropout_on", _random_text(fn, outcomes[0].weights), verbose)
 
     for o, case in zip(outcomes, cases, strict=True):
         if o.error is not None:
@@ -576,6 +796,43 @@ def check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
 
 
 # --- masks --------------------------------------------------------------------------------
+
+
+def _mask_difference(
+    got: torch.Tensor,
+    want: torch.Tensor,
+    true_means: str = "may attend",
+    false_means: str = "blocked",
+) -> str:
+    """Where two bool masks differ, in words (never the whole masks): 'N of M cells, …'."""
+    if got.shape != want.shape:
+        return f"shape: yours is {tuple(got.shape)}, the expected one {tuple(want.shape)}"
+    wrong = (got != want).nonzero().tolist()
+    if not wrong:
+        return "no cell (the values agree; only the dtype differs)"
+    first = tuple(wrong[0])
+    where = f"index {first}"
+    if len(first) >= 2:
+        where += f" (query row {first[-2]}, key column {first[-1]})"
+
+    def word(value: bool) -> str:
+        return f"{value} ({true_means if value else false_means})"
+
+    return (
+        f"{len(wrong)} of {want.numel()} cells; the first is at {where}, which should be "
+        f"{word(bool(want[first]))} but is {word(bool(got[first]))} in yours"
+    )
+
+
+def _value_difference(got: torch.Tensor, want: torch.Tensor) -> str:
+    """The largest difference between two float tensors of one shape, in words."""
+    diff = (got.double() - want.double()).abs().nan_to_num(nan=math.inf)
+    where = tuple(torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
+    where = tuple(int(i) for i in where)
+    return (
+        f"the largest difference is at index {where}: yours is {float(got[where]):.4g}, "
+        f"expected {float(want[where]):.4g}"
+    )
 
 
 def _as_bool_mask(m: torch.Tensor) -> torch.Tensor | None:
@@ -661,9 +918,8 @@ def _check_mask_fn(
     arg, got, exp = first
     return _not_yet(
         "unknown",
-        f"For {describe(arg)} the expected keep-mask has shape {tuple(exp.shape)} "
-        f"and is\n{exp.int().tolist()}\nbut yours has shape {tuple(got.shape)} and is\n"
-        f"{got.int().tolist()}\n(1 = may attend, 0 = blocked).",
+        f"For {describe(arg)} your keep-mask differs from the expected one (True = may "
+        f"attend) in {_mask_difference(got, exp)}.",
         verbose,
     )
 
@@ -1279,14 +1535,19 @@ def _sizes_text(sizes: tuple[int, ...]) -> str:
 
 
 def _as_shape_tuple(value: object) -> tuple[int, ...] | None:
-    """A shape given as a tuple, list or torch.Size of ints, else None."""
-    if isinstance(value, torch.Size):
-        return tuple(value)
-    if isinstance(value, tuple | list) and all(
-        isinstance(d, int) and not isinstance(d, bool) for d in value
-    ):
-        return tuple(value)
-    return None
+    """A shape as a tuple of Python ints, else None.
+
+    Given as a tuple, list or torch.Size, or a 1-D integer tensor or array; each size may
+    be an int, a numpy integer, a 0-d integer tensor or an integral float (4.0).
+    """
+    if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
+        if getattr(value, "ndim", None) != 1:
+            return None
+        value = value.tolist()
+    if not isinstance(value, tuple | list):  # torch.Size is a tuple
+        return None
+    sizes = [_as_size(d) for d in value]
+    return None if any(d is None for d in sizes) else tuple(sizes)
 
 
 def expected_shapes(
@@ -1394,7 +1655,7 @@ def check_shape_predictions(fn: Callable, *, verbose: bool = True) -> CheckResul
             if shape is None:
                 return _not_yet(
                     "bad_return",
-                    f"{entry} is {got[entry]!r}; give each shape as a tuple of ints, "
+                    f"{entry} is {_short(got[entry])}; give each shape as a tuple of ints, "
                     f"e.g. (B, L_q, d_k).",
                     verbose,
                 )
@@ -1499,7 +1760,16 @@ def check_attention_inputs(fn: Callable, *, verbose: bool = True) -> CheckResult
                 f"For {sizes}, {role} has shape {shape}; it should be {want[role]}. {why}".rstrip(),
                 verbose,
             )
-        scaled_dot_product_attention(*got)  # runs: the shapes fit together
+        try:
+            scaled_dot_product_attention(*got)  # runs: the shapes fit together
+        except Exception as err:  # noqa: BLE001 - e.g. mixed dtypes: reported in words
+            return _not_yet(
+                "error",
+                f"For {sizes} the shapes are right, but attn_lib's attention refuses the "
+                f"three tensors: {_raised(err, first_line=True)} Give all three the same "
+                f"floating-point dtype (torch.randn gives float32), with finite values.",
+                verbose,
+            )
     return _passed(
         f"{name} builds query (B, L_q, d_k), key (B, L_k, d_k) and value "
         f"(B, L_k, d_v) for {len(_INPUT_CASES)} size settings, and attn_lib's attention "
@@ -1853,10 +2123,9 @@ def _call_scalar(fn: Callable, *args: object) -> tuple[float | None, BaseExcepti
     got, err = _call(fn, *args)
     if err is not None:
         return None, err, ""
-    if isinstance(got, torch.Tensor) and got.numel() == 1:
-        return float(got), None, ""
-    if isinstance(got, int | float) and not isinstance(got, bool):
-        return float(got), None, ""
+    value, is_number = _number(got)
+    if is_number:
+        return float(value), None, ""
     return None, None, type(got).__name__
 
 
@@ -2607,9 +2876,10 @@ def check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     lengths, causal = _BATCH_MASK_CASES[i]
     return _not_yet(
         "unknown",
-        f"For lengths {lengths}, causal={causal}, sequence 0 should get\n"
-        f"{expected[i][0].int().tolist()}\nbut your mask, as (B, L, L) scores read it, gives\n"
-        f"{read[i][0].int().tolist()}\n(1 = may attend, 0 = blocked).",
+        f"For lengths {lengths}, causal={causal}, your mask, as (B, L, L) scores read it, "
+        f"differs from the expected keep-mask (True = may attend) in "
+        f"{_mask_difference(read[i], expected[i])}. Index (b, i, j) is sequence b, query i, "
+        f"key j.",
         verbose,
     )
 
@@ -2949,13 +3219,18 @@ def _mha_mask_cases() -> list[tuple[str, torch.Tensor]]:
     ]
 
 
+_VERY_NEGATIVE = -1e4  # an additive fill at or below this blocks a key: exp(-1e4) is 0
+
+
 def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check a converter from the article's keep-mask to nn.MultiheadAttention's attn_mask.
 
     ``fn(keep)`` receives a keep-mask (True or 1 = may attend), bool or integer
     0/1, of shape (L_q, L_k) or (B, L_q, L_k), and must return MHA's ``attn_mask``:
-    bool, same shape, True where attention is *blocked*. (A float mask of 0 and
-    -inf is accepted too: MHA adds it to the scores, which blocks the same cells.)
+    bool, same shape, True where attention is *blocked*. (An additive float mask, 0
+    where kept and -inf, or a fill of -1e4 or below such as -1e9 or
+    torch.finfo(dtype).min, where blocked, is accepted too: MHA adds it to the scores, which blocks the same cells, since every
+    query of the cases keeps at least one key.)
     When the polarity is not inverted, the checker runs a one-head MHA with the mask
     to count the rows of NaN weights it causes. Cases: a (5, 5) causal mask, a
     (2, 4, 6) per-example mask and a (3, 6) integer mask.
@@ -2967,7 +3242,7 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     Returns:
         CheckResult; ``mistake`` is None or one of: "not_written", "error",
         "bad_return", "wrong_shape", "not_inverted", "float_01", "int_mask",
-        "bitwise_not_int", "unknown".
+        "bitwise_not_int", "fill_too_small", "unknown".
 
     Source: torch.nn.MultiheadAttention.forward docs (attn_mask); article section 3.2.
     """
@@ -3014,15 +3289,27 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
             f"bool, True where attention is blocked (the opposite of the article's mask).",
             verbose,
         )  # fmt: skip
-    if every(
-        lambda m, b: m.is_floating_point()
-        and values_are(m, {0.0, float("-inf")})
-        and torch.equal(m == float("-inf"), b)
-    ):
+
+    def additive(m: torch.Tensor, b: torch.Tensor) -> bool:
+        """0 where kept; -inf, or a fill of -1e4 or below (-1e9, finfo.min), where blocked."""
+        if not m.is_floating_point():
+            return False
+        blocked_here = m <= _VERY_NEGATIVE
+        return bool((m[~blocked_here] == 0).all()) and torch.equal(blocked_here, b)
+
+    if every(additive):
+        finite = any(bool((m.isfinite() & (m != 0)).any()) for m in results)
+        fill = "a very negative number such as torch.finfo(dtype).min" if finite else "-inf"
+        note = (
+            " (With a finite fill, a query whose keys were all blocked would get a uniform row "
+            "instead of NaN; here every query keeps at least one key.)"
+            if finite
+            else ""
+        )
         return _passed(
-            f"{name} returns an additive float mask (0 where kept, -inf where "
+            f"{name} returns an additive float mask (0 where kept, {fill} where "
             f"blocked); nn.MultiheadAttention adds it to the scores, which blocks the same "
-            f"cells as the bool mask True = blocked.",
+            f"cells as the bool mask True = blocked.{note}",
             verbose,
         )  # fmt: skip
     for (desc, _), m in zip(cases, results, strict=True):
@@ -3047,6 +3334,21 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
             f"Invert it: `~keep.bool()` or `keep == 0`.",
             verbose,
         )  # fmt: skip
+    weak = [
+        m[b] for m, b in zip(results, blocked, strict=True)
+        if m.is_floating_point() and bool((m[~b] == 0).all()) and bool((m[b] < 0).all())
+    ]  # fmt: skip
+    if len(weak) == len(results) and all(w.numel() > 0 for w in weak):
+        fill = max(float(w.max()) for w in weak)
+        return _not_yet(
+            "fill_too_small",
+            f"Your additive mask has 0 where a query may attend and a negative number where "
+            f"it may not, which is the right idea, but a fill of {fill:g} is too small to "
+            f"block anything: nn.MultiheadAttention adds it to the scores, and a blocked key "
+            f"still gets about e^({fill:g}) times the weight it would have had. Use -inf or "
+            f"torch.finfo(dtype).min where blocked, or simply a bool mask: `keep == 0`.",
+            verbose,
+        )
     if every(lambda m, b: m.is_floating_point() and values_are(m, {0.0, 1.0})):
         right_way = every(lambda m, b: torch.equal(m == 1, b))
         polarity = (
@@ -3076,10 +3378,31 @@ def check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
         if not (m.dtype == torch.bool and torch.equal(m, b))
     )  # fmt: skip
     (desc, _), m, b = first
+    if m.is_floating_point():
+        values = sorted(set(m.flatten().tolist()))
+        shown = ", ".join(f"{v:g}" for v in values[:4]) + (", …" if len(values) > 4 else "")
+        return _not_yet(
+            "unknown",
+            f"For {desc}, your mask is a float tensor ({m.dtype}) holding {shown}. "
+            f"nn.MultiheadAttention *adds* a float mask to the scores, so it must be 0 where a "
+            f"query may attend and -inf (or a very negative number) where it may not. Simplest: "
+            f"return a bool mask, True where blocked: `keep == 0`.",
+            verbose,
+        )  # fmt: skip
+    if torch.equal(m != 0, b):
+        return _not_yet(
+            "int_mask",
+            f"For {desc}, your mask has the right cells but dtype {m.dtype}; "
+            f"nn.MultiheadAttention takes only bool or float attn_masks. Return bool: "
+            f"`keep == 0`.",
+            verbose,
+        )
     return _not_yet(
         "unknown",
-        f"For {desc}, the expected attn_mask (1 = blocked) is\n{b.int().tolist()}\n"
-        f"but yours ({m.dtype}) is\n{m.tolist()}.",
+        f"For {desc}, your attn_mask differs from the expected one (True = blocked) in "
+        f"{_mask_difference(m != 0, b, 'blocked', 'may attend')}. nn.MultiheadAttention's "
+        f"attn_mask is True exactly "
+        f"where the keep-mask is False: `keep == 0`.",
         verbose,
     )  # fmt: skip
 
@@ -3190,6 +3513,16 @@ def _same_values(got: torch.Tensor, want: torch.Tensor, atol: float) -> bool:
     return True
 
 
+def _row_sums(weights: torch.Tensor) -> str:
+    """' Your rows sum to a … b, not 1.' when they do not sum to 1, else ''."""
+    sums = weights.detach().double().sum(dim=-1).nan_to_num(nan=math.inf)
+    if bool(((sums - 1).abs() < 1e-3).all()):
+        return ""
+    low, high = sums.min().item(), sums.max().item()
+    span = f"{low:.4g}" if math.isclose(low, high, rel_tol=1e-4) else f"{low:.4g} … {high:.4g}"
+    return f" Your rows sum to {span}, not 1."
+
+
 def check_stable_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check a hand-written softmax over the last dim that must not overflow.
 
@@ -3265,9 +3598,10 @@ def check_stable_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
     i = ok.index(False)
     return _not_yet(
         "unknown",
-        f"For {cases[i][0]} softmax gives\n{refs[i].tolist()}\nbut your function "
-        f"returned\n{outs[i].float().tolist()}\nCompare each step with exp(x − max) / Σ exp(x − "
-        f"max), max and sum taken over dim=-1 with keepdim=True.",
+        f"For {cases[i][0]} your result differs from torch.softmax: "
+        f"{_value_difference(outs[i].float(), refs[i])}.{_row_sums(outs[i])} Compare each "
+        f"step with exp(x − max) "
+        f"/ Σ exp(x − max), max and sum taken over dim=-1 with keepdim=True.",
         verbose,
     )
 
@@ -3333,8 +3667,9 @@ def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
     Returns:
         CheckResult; ``mistake`` is None or one of: "not_written", "bad_return",
         "transpose_1_2", "dot_T", "transpose_dims", "error", "scale_d_k", "no_scale",
-        "scale_multiplied", "scale_length", "softmax_dim", "scores_transposed",
-        "wrong_shape", "weights_wrong", "unknown".
+        "scale_multiplied", "scale_length", "scale_heads", "scale_d_v", "scale_batch",
+        "scale_after_softmax", "reshape_not_transpose", "no_softmax", "softmax_dim",
+        "scores_transposed", "dropout_on", "wrong_shape", "weights_wrong", "unknown".
 
     Source: article section 4.2 (transpose(-2, -1), not transpose(1, 2)); Vaswani et al.
         2017, sec. 3.2.2 (heads).
@@ -3342,8 +3677,7 @@ def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
     name = _name_of(fn)
     cases = _head_cases()
     outcomes = []
-    for case in cases:
-        outcome = _call_attention(fn, case)
+    for outcome in _call_attention_seeded(fn, cases, _SEED):
         if isinstance(outcome.error, NotImplementedError):
             return _not_written(name, verbose)
         if outcome.bad_return:
@@ -3378,9 +3712,20 @@ def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
         ),
         _heads_softmax_dim1,
     ))  # fmt: skip
+    mistakes.insert(0, (
+        "scale_heads",
+        (
+            "Your scores are divided by √H, the number of heads: on a 4-D query (B, H, L_q, "
+            "d_k), query.size(1) is H, not d_k. Each head's dot products are d_k long: use "
+            "`math.sqrt(query.size(-1))`, the last dim, whatever the rank."
+        ),
+        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(q.shape[1])),
+    ))  # fmt: skip
     for code, explanation, make in mistakes:
         if _matches(outcomes, make, cases):
             return _not_yet(code, explanation, verbose)
+    if _is_random(fn, cases, outcomes):
+        return _not_yet("dropout_on", _random_text(fn, outcomes[0].weights), verbose)
     for o, case in zip(outcomes, cases, strict=True):
         if o.error is not None:
             code, message = _explain_error(fn, case, o.error)
@@ -3406,13 +3751,38 @@ def check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
 
 
 class _ModeRecorder:
-    """A forward pre-hook that records whether the module was in training mode."""
+    """A forward pre-hook that records, per forward pass, whether dropout was active.
+
+    Dropout is active when the module is in training mode *and* its probability is above 0,
+    so ``model.dropout = 0`` (restored afterwards) is a valid, if unusual, way to switch it
+    off.
+    """
 
     def __init__(self) -> None:
         self.modes: list[bool] = []
 
     def __call__(self, module: torch.nn.Module, args: object) -> None:
-        self.modes.append(module.training)
+        p = getattr(module, "dropout", 0.0)
+        self.modes.append(bool(module.training) and float(p) > 0.0)
+
+
+class _GraphRecorder:
+    """Counts the tensors autograd saves for a backward pass: > 0 means a graph was built.
+
+    Used as torch.autograd.graph.saved_tensors_hooks; it sees the graph being built during
+    the forward pass even when the learner detaches the output afterwards.
+    """
+
+    def __init__(self) -> None:
+        self.saved = 0
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        self.saved += 1
+        return t
+
+    @staticmethod
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
 
 
 def _evaluation_setup() -> tuple[torch.nn.Module, torch.Tensor]:
@@ -3433,7 +3803,9 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
     output (2, 5, 8), or the pair (output, weights (2, 5, 5))), without recording
     gradients, and leave the model in the mode it found it in. It is called on a model
     in training mode (twice, with different random states), then on one in eval mode.
-    Autograd is switched on for the calls, whatever the notebook set.
+    Autograd is switched on for the calls, whatever the notebook set, and a graph built
+    during the call counts as recording gradients even if the output is detached
+    afterwards. Setting ``model.dropout = 0`` for the call and restoring it is accepted.
 
     Args:
         fn: the function to check.
@@ -3455,11 +3827,16 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
     recorder = _ModeRecorder()
     handle = model.register_forward_pre_hook(recorder)
     results = []
+    graph = _GraphRecorder()
     try:
         for start_training, seed in ((True, 1), (True, 2), (False, 3)):
             model.train(start_training)
             recorder.modes.clear()
-            with torch.random.fork_rng(devices=[]), torch.enable_grad():
+            with (
+                torch.random.fork_rng(devices=[]),
+                torch.enable_grad(),
+                torch.autograd.graph.saved_tensors_hooks(graph.pack, graph.unpack),
+            ):
                 torch.manual_seed(seed)
                 got, err = _call(fn, model, x.clone(), quiet=True)
                 if err is not None:
@@ -3480,11 +3857,14 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for _, _, _, _, _, dropout in results:
         if dropout != 0.5:
             return _not_yet("model_changed", f"Your function changed the "
-                           f"module's dropout probability (now {dropout}). Leave the model as "
-                           f"it is and switch dropout off with `model.eval()`; `model.train()` "
-                           f"switches it back on.", verbose)  # fmt: skip
-    for _, modes, _, w, _, _ in results[:2]:
-        if any(modes):
+                           f"module's dropout probability (now {dropout}) and left it so: "
+                           f"the training that follows would run without dropout. Leave the "
+                           f"model as it is and switch dropout off with `model.eval()`; "
+                           f"`model.train(was_training)` switches it back on.",
+                           verbose)  # fmt: skip
+    for _, modes, out, w, _, _ in results[:2]:
+        matches = out.shape == ref_out.shape and _close(out.detach(), ref_out)
+        if any(modes) and not matches:
             same = _close(results[0][2].detach(), results[1][2].detach())
             how = (
                 "Two calls gave different outputs"
@@ -3520,6 +3900,18 @@ def check_evaluation(fn: Callable, *, verbose: bool = True) -> CheckResult:
             "Almost. Dropout is off and the numbers are right, but autograd recorded the "
             "computation (the output has requires_grad=True), which costs memory for nothing "
             "during evaluation. Wrap the forward pass in `with torch.no_grad():`.",
+            verbose,
+        )
+    if graph.saved:
+        return _finish(
+            False,
+            "grad_on",
+            "Almost. Dropout is off and the numbers are right, and the output you return "
+            "needs no gradient, but autograd was on during the forward pass: it built the "
+            "graph and kept the intermediate tensors for a backward pass that never comes. "
+            "`.detach()` (or `.item()`, `.numpy()`) afterwards only drops the finished graph; "
+            "the memory and time were already spent. Run the forward pass inside `with "
+            "torch.no_grad():` (or `torch.inference_mode()`).",
             verbose,
         )
     if not results[0][4] or not results[1][4]:
@@ -3605,7 +3997,7 @@ def check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for entry in _STEP_SHAPE_NAMES:
         shape = _as_shape_tuple(got[entry])
         if shape is None:
-            return _not_yet("bad_return", f"{entry} is {got[entry]!r}; give "
+            return _not_yet("bad_return", f"{entry} is {_short(got[entry])}; give "
                            f"each shape as a tuple of ints, e.g. (3, 5, 7).", verbose)  # fmt: skip
         if shape == want[entry]:
             continue
@@ -3666,7 +4058,7 @@ def step_macs(
     }
 
 
-def _mac_hint(entry: str, got: int, sizes: tuple[int, ...]) -> tuple[str, str]:
+def _mac_hint(entry: str, got: float, sizes: tuple[int, ...]) -> tuple[str, str]:
     """(mistake code, explanation) for a wrong count of one step."""
     B, L_q, L_k, d_model, d_k, d_v = sizes
     right = step_macs(*sizes)[entry]
@@ -3741,10 +4133,10 @@ def check_step_macs(fn: Callable, *, verbose: bool = True) -> CheckResult:
             value = got[entry]
             value, is_number = _number(value)
             if not is_number:
-                return _not_yet("bad_return", f"{entry} is {value!r}; give "
+                return _not_yet("bad_return", f"{entry} is {_short(value)}; give "
                                f"each count as a number.", verbose)  # fmt: skip
             if value != want[entry]:
-                code, why = _mac_hint(entry, int(value), sizes)
+                code, why = _mac_hint(entry, value, sizes)
                 return _not_yet(code, f"For {_sizes_text(sizes)} you counted "
                                f"{value:,} multiply-adds for {entry}, but it takes "
                                f"{want[entry]:,}. {why}", verbose)  # fmt: skip
@@ -3813,7 +4205,7 @@ def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult
             )
         got, is_number = _number(got)
         if not is_number:
-            return _not_yet("bad_return", f"{name} returned {got!r}; return "
+            return _not_yet("bad_return", f"{name} returned {_short(got)}; return "
                            f"the length L as a number.", verbose)  # fmt: skip
         want = crossover_length(d_model, d_k, d_v)
         if math.isclose(got, want, rel_tol=1e-9):
@@ -3908,11 +4300,16 @@ def _stalled(r: dict) -> int:
 
 
 def _as_setting_set(got: object) -> set[str] | None:
-    if isinstance(got, str) or not isinstance(got, list | tuple | set | frozenset):
+    """The names as a set: from a list, tuple, set, dict keys, numpy array, … of strings."""
+    if isinstance(got, str | bytes | dict) or not isinstance(got, Iterable):
         return None
-    if not all(isinstance(x, str) for x in got):
+    try:
+        items = list(got.tolist() if type(got).__module__ == "numpy" else got)
+    except TypeError:  # e.g. a 0-d tensor or array, which cannot be iterated
         return None
-    return set(got)
+    if not all(isinstance(x, str) for x in items):
+        return None
+    return {str(x) for x in items}
 
 
 def check_stalling_settings(fn: Callable, *, verbose: bool = True) -> CheckResult:
@@ -3952,7 +4349,7 @@ def check_stalling_settings(fn: Callable, *, verbose: bool = True) -> CheckResul
         settings = _as_setting_set(answer)
         if settings is None:
             return _not_yet("bad_return", f"{name} returned "
-                           f"{type(answer).__name__} ({answer!r}); return a list of setting "
+                           f"{_short(answer)}; return a list of setting "
                            f"names, e.g. ['unscaled'], or [] when none stalls.",
                            verbose)  # fmt: skip
         got.append(settings)
@@ -4080,7 +4477,7 @@ def check_init_like_scaled(fn: Callable, *, verbose: bool = True) -> CheckResult
             return _not_yet("bad_return", f"For W_Q of shape {(d_k, d_model)} you "
                            f"return shape {tuple(out.shape)}; return a tensor of the same "
                            f"shape.", verbose)  # fmt: skip
-        got.append((w, original, out.detach()))
+        got.append((w, original, out.detach().to(w.dtype)))  # float64 is fine too
 
     def all_match(factor: Callable[[int, int], float]) -> bool:
         return all(
@@ -4343,11 +4740,9 @@ def check_online_softmax_step(fn: Callable, *, verbose: bool = True) -> CheckRes
         for j, (sg, sw) in enumerate(zip(g, w, strict=True)):
             for label, x, y in zip(("m", "l", "acc"), sg, sw, strict=True):
                 if not torch.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True):
-                    mine = ", ".join(f"{t:.4f}" for t in x.flatten().tolist())
-                    right = ", ".join(f"{t:.4f}" for t in y.flatten().tolist())
                     return _not_yet("unknown", f"In the case '{case.name}', "
-                                   f"after block {j} your {label} is [{mine}] but it should "
-                                   f"be [{right}]. Recall: m_new = "
+                                   f"after block {j} your {label} is off: "
+                                   f"{_value_difference(x, y)}. Recall: m_new = "
                                    f"max(m, block max); r = exp(m - m_new); p = exp(scores - "
                                    f"m_new); l_new = r·l + Σp; acc_new = r·acc + p @ v_block.",
                                    verbose)  # fmt: skip
@@ -4399,7 +4794,7 @@ def check_score_matrix_bytes(fn: Callable, *, verbose: bool = True) -> CheckResu
             )
         got, is_number = _number(got)
         if not is_number:
-            return _not_yet("bad_return", f"{name} returned {got!r}; return the "
+            return _not_yet("bad_return", f"{name} returned {_short(got)}; return the "
                            f"number of bytes.", verbose)  # fmt: skip
         want = score_matrix_bytes(B, L, dtype)
         if math.isclose(got, want, rel_tol=1e-12):

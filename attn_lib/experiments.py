@@ -21,7 +21,6 @@ L a sequence length when L_q = L_k.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,7 +29,7 @@ from torch import nn
 
 from .core import SingleHeadAttention
 from .positional import sinusoidal_positional_encoding
-from .shapes import VALIDATING, ShapeError, fmt_shape
+from .shapes import VALIDATING, ShapeError, check_float_dtype, check_size, fmt_shape
 from .softmax import entropy, softmax_jacobian
 
 __all__ = [
@@ -91,21 +90,13 @@ BIAS_CHOICES = ("none", "q", "k", "v")
 
 
 def _int(name: str, value: object, minimum: int, error: type[Exception] = ValueError) -> int:
-    """Return ``value`` as an int ≥ ``minimum``; numpy integers are accepted, bools are not."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got the bool {value}.")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}.") from None
-    if n < minimum:
-        raise error(f"{name} must be ≥ {minimum}, got {n}.")
-    return n
+    """Return ``value`` as an int ≥ ``minimum`` (shapes.check_size: the one home of the rule)."""
+    return check_size(name, value, minimum, error=error)
 
 
 def _dim(name: str, value: object, minimum: int = 1) -> int:
     """A width or a length: an int ≥ ``minimum``, else ShapeError."""
-    return _int(name, value, minimum, ShapeError)
+    return check_size(name, value, minimum, error=ShapeError)
 
 
 def _dims(name: str, values: Sequence[int]) -> list[int]:
@@ -1480,8 +1471,7 @@ def fill_value_for(fill: str, dtype: torch.dtype) -> float | None:
     Source: article section 4.1 (-1e9 vs 0); torch.finfo.
     """
     fill = _choice("fill", fill, MASK_FILLS)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}.")
+    check_float_dtype("dtype", dtype)
     if fill == "default":
         return None
     if fill == "finfo.min":

@@ -16,12 +16,21 @@ F.scaled_dot_product_attention    True = takes part (float: added)
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import torch
 
-from .shapes import MaskError, ShapeError, as_keep_mask, fmt_shape
+from .shapes import (
+    MaskError,
+    ShapeError,
+    as_int,
+    as_keep_mask,
+    check_device,
+    check_float_dtype,
+    check_size,
+    fmt_shape,
+)
 
 __all__ = [
     "as_keep_mask",
@@ -45,14 +54,16 @@ def _lengths_tensor(lengths: torch.Tensor | Sequence[int]) -> torch.Tensor:
                     f"lengths must be a sequence (B,) of ints, one per sequence, got {lengths!r}; "
                     f"for one sequence write [{lengths!r}]."
                 )
-            values = list(lengths)
-            if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+            try:  # ints, NumPy integers or 0-d integer tensors, as every size in attn_lib
+                values = [as_int("lengths", v) for v in lengths]
+            except TypeError:
                 raise TypeError(
                     f"lengths must hold ints (one length per sequence), got {lengths!r}."
-                )
-            lengths = torch.tensor([int(v) for v in values], dtype=torch.long)
+                ) from None
+            lengths = torch.tensor(values, dtype=torch.long)
     if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.is_complex():
         raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}.")
+    check_device("lengths", lengths)
     t = lengths
     if t.dim() != 1:
         raise ShapeError(
@@ -70,7 +81,8 @@ def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = No
 
     Args:
         lengths: (B,) integers ≥ 0, the real length of each sequence.
-        max_len: L_k, the padded length; default max(lengths).
+        max_len: L_k, the padded length (an int, NumPy integer or 0-d integer
+            tensor); default max(lengths).
 
     Returns:
         bool (B, 1, L_k): the 1 broadcasts over the query rows, so the mask blanks
@@ -78,20 +90,16 @@ def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = No
         (B, H, L_q, L_k) scores use ``.unsqueeze(1)`` → (B, 1, 1, L_k).
 
     Raises:
-        TypeError: lengths not integers.
+        TypeError: lengths or max_len not integers.
         ShapeError: lengths not 1-D or empty.
-        ValueError: a negative length, a length > max_len, or max_len < 0.
+        ValueError: a negative length, a length > max_len, max_len < 0, or lengths
+            on the meta device.
 
     Source: article section 4.1; Vaswani et al. 2017 (padding masks in the encoder).
     """
     t = _lengths_tensor(lengths)
     longest = int(t.max())
-    if max_len is None:
-        max_len = longest
-    if isinstance(max_len, bool) or not isinstance(max_len, int):
-        raise TypeError(f"max_len must be an int, got {type(max_len).__name__}.")
-    if max_len < 0:
-        raise ValueError(f"max_len must be ≥ 0, got {max_len}.")
+    max_len = longest if max_len is None else check_size("max_len", max_len, 0)
     if longest > max_len:
         raise ValueError(
             f"a length exceeds max_len: lengths {t.tolist()} but max_len = {max_len}. "
@@ -101,34 +109,56 @@ def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = No
     return (positions < t[:, None]).unsqueeze(1)  # (B, 1, L_k)
 
 
+_CAUSAL_ALIGNS = ("top_left", "bottom_right")
+
+
 def causal_mask(
-    L_q: int, L_k: int | None = None, *, device: torch.device | str | None = None
+    L_q: int,
+    L_k: int | None = None,
+    *,
+    align: Literal["top_left", "bottom_right"] = "top_left",
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Keep-mask that lets query i attend to keys 0..i only (no peeking at the future).
+    """Keep-mask that lets each query attend to its own and earlier positions only.
+
+    With L_q = L_k both alignments are the same: query i sees keys 0..i. They differ
+    when the lengths differ:
+
+    * ``"top_left"`` (default): query i sees keys 0..i, like ``is_causal=True`` in
+      F.scaled_dot_product_attention and ``torch.nn.attention.bias.causal_upper_left``.
+    * ``"bottom_right"``: the queries are the *last* L_q positions of the sequence, so
+      query i sees keys 0..i + (L_k - L_q); the last query sees every key. This is
+      the mask for decoding with a cache of keys (L_q < L_k), as
+      ``torch.nn.attention.bias.causal_lower_right``. When L_q > L_k the first
+      L_q - L_k queries have no allowed key: attn_lib gives them zero weights and a
+      zero output, as F.scaled_dot_product_attention does with this bool mask.
 
     Args:
         L_q: number of queries.
-        L_k: number of keys (default L_q). When they differ the mask is aligned
-            top-left, like ``is_causal=True`` in F.scaled_dot_product_attention.
+        L_k: number of keys (default L_q).
+        align: ``"top_left"`` or ``"bottom_right"``, where the diagonal starts.
         device: where to build it.
 
     Returns:
-        bool (L_q, L_k), lower triangular: True on and below the diagonal.
+        bool (L_q, L_k): True on and below the diagonal.
 
     Raises:
-        TypeError / ValueError: a length that is not an int ≥ 1.
+        TypeError: a length that is not an int (Python, NumPy or a 0-d integer tensor).
+        ValueError: a length < 1, or an unknown ``align``.
 
-    Source: Vaswani et al. 2017, sec. 3.2.3 (masking in the decoder); article section 4.1.
+    Source: Vaswani et al. 2017, sec. 3.2.3 (masking in the decoder); article section 4.1;
+        torch.nn.attention.bias (causal_upper_left, causal_lower_right).
     """
-    for name, n in (("L_q", L_q), ("L_k", L_k)):
-        if n is None:
-            continue
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"{name} must be an int, got {type(n).__name__}.")
-        if n < 1:
-            raise ValueError(f"{name} must be ≥ 1, got {n}.")
-    L_k = L_q if L_k is None else L_k
-    return torch.ones(L_q, L_k, dtype=torch.bool, device=device).tril()
+    L_q = check_size("L_q", L_q)
+    L_k = L_q if L_k is None else check_size("L_k", L_k)
+    if not isinstance(align, str) or align not in _CAUSAL_ALIGNS:
+        raise ValueError(
+            f"align must be 'top_left' (query i sees keys 0..i, as SDPA's is_causal) or "
+            f"'bottom_right' (the last query sees every key, for decoding; PyTorch's "
+            f"causal_lower_right), got {align!r}."
+        )
+    diagonal = 0 if align == "top_left" else L_k - L_q
+    return torch.ones(L_q, L_k, dtype=torch.bool, device=device).tril(diagonal)
 
 
 def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
@@ -146,13 +176,15 @@ def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
         bool, the broadcast shape.
 
     Raises:
-        MaskError: no mask given, a float mask, or shapes that do not broadcast.
+        MaskError: no mask given, a float mask, shapes that do not broadcast, or masks
+            on different devices.
     """
     if not masks:
         raise MaskError("combine_masks needs at least one mask.")
     out = as_keep_mask(masks[0], "mask 0")
     for i, m in enumerate(masks[1:], start=1):
         m = as_keep_mask(m, f"mask {i}")
+        check_device(f"mask {i}", m, out.device, "mask 0", error=MaskError)
         try:
             out = out & m
         except RuntimeError as err:
@@ -176,71 +208,102 @@ def to_multihead_attn_mask(
     nn.MultiheadAttention takes an (L_q, L_k) mask shared by the batch, or a
     (B * num_heads, L_q, L_k) one; it does not broadcast size-1 dims. So a mask with a
     batch dim of 1 becomes 2-D, and size-1 query or key dims are expanded to ``L_q``
-    and ``L_k``.
+    and ``L_k`` when they are given. Without them the mask's own sizes are taken as
+    (L_q, L_k), except a query dim of 1 in front of several keys, (…, 1, L_k): that
+    is usually a padding mask meant for every query, so ``L_q`` is then required.
 
     Args:
-        mask: keep-mask, (L_q, L_k), or 3-D (B or 1, L_q or 1, L_k or 1).
-        L_q: the number of queries, needed when the mask's query dim is 1.
-        L_k: the number of keys, needed when the mask's key dim is 1.
-        num_heads: nn.MultiheadAttention's num_heads.
+        mask: keep-mask, (L_q or 1, L_k or 1), or 3-D (B or 1, L_q or 1, L_k or 1).
+        L_q: the number of queries (int ≥ 1), to expand a query dim of 1.
+        L_k: the number of keys (int ≥ 1), to expand a key dim of 1.
+        num_heads: nn.MultiheadAttention's num_heads (int ≥ 1).
 
     Returns:
         bool (L_q, L_k) or (B * num_heads, L_q, L_k), True where attention is blocked.
 
     Raises:
-        MaskError: a float mask, a rank other than 2 or 3, or a size-1 query/key dim
-            without ``L_q`` / ``L_k``.
+        MaskError: a float mask, a rank other than 2 or 3, a (…, 1, L_k) mask without
+            ``L_q``, or a dim that is neither 1 nor the given ``L_q`` / ``L_k``.
+        TypeError / ValueError: ``L_q``, ``L_k`` or ``num_heads`` not an int ≥ 1.
 
     Source: torch.nn.MultiheadAttention.forward docs (attn_mask).
     """
     keep = as_keep_mask(mask)
+    num_heads = check_size("num_heads", num_heads)
     if keep.dim() not in (2, 3):
         raise MaskError(
             f"nn.MultiheadAttention takes a 2-D (L_q, L_k) or 3-D (B * num_heads, L_q, L_k) "
             f"attn_mask; got a mask of shape {fmt_shape(keep.shape)}."
         )
-    sizes = []
-    for dim, (name, n) in zip((-2, -1), (("L_q", L_q), ("L_k", L_k)), strict=True):
-        if keep.shape[dim] == 1 and n is not None:
-            sizes.append(n)
-        elif keep.shape[dim] == 1 and n is None and not (name == "L_q" and keep.dim() == 2):
-            raise MaskError(
-                f"mask has shape {fmt_shape(keep.shape)}; nn.MultiheadAttention does not "
-                f"broadcast, so pass {name}=... to expand its size-1 dim (or use "
-                f"to_key_padding_mask for a (B, 1, L_k) padding mask)."
-            )
-        else:
-            sizes.append(keep.shape[dim])
+    rows, cols = keep.shape[-2:]
+    if L_q is None and rows == 1 and cols > 1:
+        raise MaskError(
+            f"mask has shape {fmt_shape(keep.shape)}: one row for {cols} keys, which "
+            f"usually stands for every query. nn.MultiheadAttention does not broadcast, "
+            f"so pass L_q=... to expand it (L_q=1 if there is one query), or use "
+            f"to_key_padding_mask for a (B, 1, L_k) padding mask."
+        )
+    sizes = (rows, cols)
+    if L_q is not None or L_k is not None:
+        sizes = tuple(
+            m if n is None else check_size(name, n)
+            for name, m, n in (("L_q", rows, L_q), ("L_k", cols, L_k))
+        )
+        for name, m, n in zip(("L_q", "L_k"), (rows, cols), sizes, strict=True):
+            if m not in (1, n):
+                raise MaskError(
+                    f"mask has shape {fmt_shape(keep.shape)}, whose {name} dim {m} is "
+                    f"neither 1 nor {name}={n}; pass the sizes of the scores."
+                )
     if keep.dim() == 3 and keep.shape[0] == 1:
         keep = keep[0]  # one mask for the whole batch: MHA's 2-D form
-    keep = keep.expand(*keep.shape[:-2], *sizes)
-    if keep.dim() == 2:
-        return ~keep  # (L_q, L_k)
-    return (~keep).repeat_interleave(num_heads, dim=0)  # (B * num_heads, L_q, L_k)
+    blocked = ~keep.expand(*keep.shape[:-2], *sizes)
+    if blocked.dim() == 2:
+        return blocked  # (L_q, L_k)
+    return blocked.repeat_interleave(num_heads, dim=0)  # (B * num_heads, L_q, L_k)
 
 
-def to_key_padding_mask(mask: torch.Tensor) -> torch.Tensor:
+def to_key_padding_mask(mask: torch.Tensor, *, B: int | None = None) -> torch.Tensor:
     """Convert a (B, 1, L_k) padding keep-mask to ``key_padding_mask`` ((B, L_k), True = padding).
 
     Args:
-        mask: keep-mask (B, 1, L_k), as made by :func:`padding_mask`.
+        mask: keep-mask (B, 1, L_k), as made by :func:`padding_mask`, or (1, 1, L_k)
+            shared by the batch.
+        B: the batch size (int ≥ 1), to expand a batch dim of 1:
+            nn.MultiheadAttention does not broadcast it.
 
     Returns:
         bool (B, L_k), True at padded keys.
 
     Raises:
-        MaskError: a float mask, or a shape other than (B, 1, L_k) (a key padding
-            mask is the same for every query, so it cannot express a causal mask).
+        MaskError: a float mask, a shape other than (B, 1, L_k) (a key padding mask is
+            the same for every query, so it cannot express a causal mask), or a batch
+            dim that is neither 1 nor ``B``.
+        TypeError / ValueError: ``B`` not an int ≥ 1.
 
     Source: torch.nn.MultiheadAttention.forward docs (key_padding_mask).
     """
     keep = as_keep_mask(mask)
     if keep.dim() != 3 or keep.shape[1] != 1:
+        hint = (
+            f" If it is a (B, L_k) padding keep-mask, pass mask.unsqueeze(1) → "
+            f"{fmt_shape((keep.shape[0], 1, keep.shape[1]))}."
+            if keep.dim() == 2
+            else ""
+        )
         raise MaskError(
             f"a key padding mask is the same for every query, so it is made from a (B, 1, L_k) "
             f"keep-mask; got shape {fmt_shape(keep.shape)}. Use to_multihead_attn_mask for "
-            f"masks that differ per query (causal)."
+            f"masks that differ per query (causal).{hint}"
         )
+    if B is not None:
+        B = check_size("B", B)
+        if keep.shape[0] not in (1, B):
+            raise MaskError(
+                f"mask has shape {fmt_shape(keep.shape)}, whose batch dim "
+                f"{keep.shape[0]} is neither 1 nor B={B}."
+            )
+        keep = keep.expand(B, 1, keep.shape[-1])
     return ~keep[:, 0, :]
 
 
@@ -272,17 +335,16 @@ def to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch
 
     Args:
         mask: keep-mask, any shape.
-        dtype: a floating dtype, that of the scores.
+        dtype: that of the scores: float32, float64, float16 or bfloat16.
 
     Returns:
         ``dtype``, same shape as mask.
 
     Raises:
         MaskError: a float mask.
-        TypeError: ``dtype`` is not floating point.
+        TypeError: ``dtype`` is not one of those (float8 has no -inf and no masked_fill).
     """
     keep = as_keep_mask(mask)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating dtype, got {dtype}.")
+    check_float_dtype("dtype", dtype)
     zeros = torch.zeros(keep.shape, dtype=dtype, device=keep.device)
     return zeros.masked_fill(~keep, float("-inf"))

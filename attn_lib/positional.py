@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from .shapes import check_float_dtype, check_size
+
 __all__ = ["sinusoidal_positional_encoding"]
 
 
@@ -18,10 +20,10 @@ def sinusoidal_positional_encoding(
     adding PE to the token embeddings is what lets it tell 我爱你 from 你爱我.
 
     Args:
-        L: number of positions (≥ 1).
-        d_model: width (≥ 1); for an odd width the last column is a sine.
+        L: number of positions (an int ≥ 1).
+        d_model: width (an int ≥ 1); for an odd width the last column is a sine.
         base: the wavelength base, 10000 in the paper.
-        dtype: a floating dtype.
+        dtype: float32, float64, float16 or bfloat16.
 
     Returns:
         (L, d_model), values in [-1, 1]; row ``pos`` encodes position ``pos``.
@@ -32,13 +34,8 @@ def sinusoidal_positional_encoding(
 
     Source: Vaswani et al. 2017, "Attention Is All You Need", sec. 3.5.
     """
-    for name, n in (("L", L), ("d_model", d_model)):
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"{name} must be an int, got {type(n).__name__}.")
-        if n < 1:
-            raise ValueError(f"{name} must be ≥ 1, got {n}.")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be floating point, got {dtype}.")
+    L, d_model = check_size("L", L), check_size("d_model", d_model)
+    check_float_dtype("dtype", dtype)
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not 1 < base < math.inf:
         raise ValueError(f"base must be a finite number > 1, got {base!r}.")
     pos = torch.arange(L, dtype=torch.float64)[:, None]  # (L, 1)

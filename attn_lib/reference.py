@@ -20,7 +20,7 @@ from torch import nn
 
 from .core import SingleHeadAttention, scaled_dot_product_attention
 from .masks import to_key_padding_mask, to_multihead_attn_mask
-from .shapes import ShapeError, check_mask, check_qkv, fmt_shape
+from .shapes import MaskError, ShapeError, check_device, check_mask, check_qkv, fmt_shape
 
 __all__ = [
     "AlignmentReport",
@@ -141,10 +141,12 @@ class AlignmentReport:
         )
 
 
-def _row_keep(keep: torch.Tensor | None, scores_shape: tuple[int, ...]) -> torch.Tensor:
+def _row_keep(
+    keep: torch.Tensor | None, scores_shape: tuple[int, ...], device: torch.device
+) -> torch.Tensor:
     """(..., L_q) bool: rows that have at least one allowed key."""
     if keep is None:
-        return torch.ones(scores_shape[:-1], dtype=torch.bool)
+        return torch.ones(scores_shape[:-1], dtype=torch.bool, device=device)
     return keep.any(dim=-1).expand(scores_shape[:-1])
 
 
@@ -172,20 +174,23 @@ def compare_with_multihead_attention(
         module: a SingleHeadAttention, e.g. from :func:`from_multihead_attention`.
         mha: nn.MultiheadAttention(E, num_heads=1, batch_first=True).
         x: (B, L, E), floating point.
-        mask: keep-mask (L, L), (B, 1, L) or (B, L, L), or None.
-        use_key_padding_mask: pass a (B, 1, L) mask as key_padding_mask.
+        mask: keep-mask (L, L), (B, 1, L) or (B, L, L), or None; size-1 dims are
+            expanded for nn.MultiheadAttention, which does not broadcast.
+        use_key_padding_mask: pass a (B, 1, L) padding mask as key_padding_mask.
 
     Returns:
         AlignmentReport over the rows that keep at least one key.
 
     Raises:
-        ValueError, ShapeError, MaskError: as from_multihead_attention and attention.
+        ValueError, ShapeError, MaskError: as from_multihead_attention and attention;
+            MaskError also for use_key_padding_mask with a mask that differs per query.
 
     Source: article section 3.4; torch.nn.MultiheadAttention docs.
     """
     _check_single_head(mha)
-    if x.dim() != 3:
-        raise ShapeError(f"x must be (B, L, E) for batch_first=True, got {fmt_shape(x.shape)}.")
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        got = fmt_shape(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ShapeError(f"x must be (B, L, E) for batch_first=True, got {got}.")
     E = mha.embed_dim
     if (module.d_model, module.d_k, module.d_v) != (E, E, E):
         raise ShapeError(
@@ -200,17 +205,27 @@ def compare_with_multihead_attention(
             f"{x.dtype}, module {module.W_Q.weight.dtype}, mha {mha.in_proj_weight.dtype}; "
             f"convert them with .to(dtype)."
         )
+    weight = mha.in_proj_weight
+    check_device("mha.in_proj_weight", weight)
+    check_device("x", x, weight.device, "mha.in_proj_weight")
     B, L, _ = x.shape
-    keep = None if mask is None else check_mask(mask, (B, L, L))
+    keep = None if mask is None else check_mask(mask, (B, L, L), device=x.device)
     kwargs = {}
     if keep is not None:
         if use_key_padding_mask:
-            if keep.dim() == 3 and keep.shape[1] == 1:
-                keep = keep.expand(B, 1, L)  # a (1, 1, L) mask shared by the batch
-            kwargs["key_padding_mask"] = to_key_padding_mask(keep)
+            if keep.dim() == 2 and keep.shape[0] == 1:
+                keep = keep.unsqueeze(0)  # (1, L): one key mask for every query → (1, 1, L)
+            if keep.dim() != 3 or keep.shape[1] != 1:
+                raise MaskError(
+                    f"use_key_padding_mask=True sends the mask as key_padding_mask, which is "
+                    f"the same for every query, so it takes a (B, 1, L) padding mask; got "
+                    f"shape {fmt_shape(keep.shape)}. Leave use_key_padding_mask=False to send "
+                    f"it as attn_mask."
+                )
+            kwargs["key_padding_mask"] = to_key_padding_mask(keep, B=B)
         else:
-            full = keep if keep.dim() == 3 else keep.unsqueeze(0)
-            kwargs["attn_mask"] = to_multihead_attn_mask(full.expand(B, L, L))
+            # The sizes are given, so a size-1 dim (L = 1 included) is never ambiguous.
+            kwargs["attn_mask"] = to_multihead_attn_mask(keep, L_q=L, L_k=L)
     was = (module.training, mha.training)
     module.eval()
     mha.eval()
@@ -223,7 +238,7 @@ def compare_with_multihead_attention(
     finally:
         module.train(was[0])
         mha.train(was[1])
-    rows = _row_keep(keep, (B, L, L))
+    rows = _row_keep(keep, (B, L, L), x.device)
     return AlignmentReport(
         weights_max_abs_diff=_max_diff(weights, ref_weights, rows),
         output_max_abs_diff=_max_diff(apply_out_proj(mha, out), ref_out, rows),
@@ -257,12 +272,12 @@ def compare_with_sdpa(
     Source: torch.nn.functional.scaled_dot_product_attention docs.
     """
     shapes = check_qkv(query, key, value)
-    keep = None if mask is None else check_mask(mask, shapes.scores)
+    keep = None if mask is None else check_mask(mask, shapes.scores, device=query.device)
     with torch.no_grad():
         out, _ = scaled_dot_product_attention(query, key, value, keep, scale=scale)
         ref = F.scaled_dot_product_attention(query, key, value, attn_mask=keep, scale=scale)
-    rows = torch.ones(out.shape[:-1], dtype=torch.bool)
-    fully = 0 if keep is None else int((~_row_keep(keep, shapes.scores)).sum())
+    rows = torch.ones(out.shape[:-1], dtype=torch.bool, device=out.device)
+    fully = 0 if keep is None else int((~_row_keep(keep, shapes.scores, out.device)).sum())
     return AlignmentReport(
         weights_max_abs_diff=None,
         output_max_abs_diff=_max_diff(out, ref, rows),

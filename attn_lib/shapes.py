@@ -17,23 +17,29 @@ from __future__ import annotations
 import contextvars
 import math
 import numbers
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 __all__ = [
+    "FLOAT_DTYPES",
     "MaskError",
     "ShapeError",
     "ShapeStep",
+    "as_int",
     "as_keep_mask",
+    "check_device",
     "check_dropout_p",
     "check_finite",
+    "check_float_dtype",
     "check_float_tensor",
     "check_mask",
     "check_qkv",
     "check_scale",
     "check_scores_finite",
+    "check_size",
     "fmt_shape",
     "shape_trace",
 ]
@@ -57,14 +63,134 @@ def fmt_shape(shape: Sequence[int]) -> str:
 
 _RANK_NAMES = {2: "(L, d)", 3: "(B, L, d)", 4: "(B, H, L, d)"}
 
+# The dtypes attn_lib computes in. float8 types are floating point too, but torch has no
+# softmax, aminmax or masked_fill for them: they are a storage format.
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_FLOAT_NAMES = "float32, float64, float16 or bfloat16"
 
-def check_float_tensor(name: str, t: object) -> torch.Tensor:
-    """Check that ``t`` is a floating-point tensor.
+
+def _short_repr(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def as_int(name: str, value: object) -> int:
+    """Return an integer-valued argument (a size, an index) as a plain int.
+
+    Accepts what ``operator.index`` accepts: a Python int, a NumPy integer, a 0-d
+    integer tensor (e.g. ``lengths.max()``).
 
     Raises:
-        TypeError: ``t`` is not a tensor, or its dtype is not floating point
-            (integer or bool inputs are a common slip: ``torch.tensor([[1, 2]])``
-            is int64).
+        TypeError: a float (even 3.0), a bool, a tensor that is not a 0-d integer
+            tensor, or anything else; the message names ``name``.
+        ValueError: a 0-d tensor on the meta device (it holds no value).
+    """
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        raise TypeError(f"{name} must be an int, got the bool {_short_repr(value)}.")
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0 or value.is_floating_point() or value.is_complex():
+            raise TypeError(
+                f"{name} must be an int, got a {value.dtype} tensor of shape "
+                f"{fmt_shape(value.shape)}; pass one whole number: an int, a NumPy integer "
+                f"or a 0-d integer tensor such as lengths.max()."
+            )
+        check_device(name, value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    hint = ""
+    if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        # The usual slip: d_model / 2 is a float; d_model // 2 is an int.
+        hint = f" Pass int({name}) or write {int(value)}; / makes a float, // keeps an int."
+    raise TypeError(
+        f"{name} must be an int, got {type(value).__name__} {_short_repr(value)}.{hint}"
+    ) from None
+
+
+def check_size(
+    name: str, value: object, minimum: int = 1, *, error: type[Exception] = ValueError
+) -> int:
+    """Return a size (a length, a width, a count) as a plain int ≥ ``minimum``.
+
+    The one home of the rule "a size is a positive int": every size attn_lib takes is
+    checked here. Python ints, NumPy integers and 0-d integer tensors are accepted (as
+    ``operator.index`` does); floats, even 3.0, and bools are refused.
+
+    Args:
+        name: the argument's name, for the message.
+        value: the size.
+        minimum: the smallest size allowed (1 for a length, 0 for a seed).
+        error: the exception raised below ``minimum`` (e.g. ShapeError, IndexError).
+
+    Returns:
+        ``value`` as a Python int.
+
+    Raises:
+        TypeError: ``value`` is not integer-valued (see :func:`as_int`).
+        ValueError (or ``error``): ``value`` < ``minimum``.
+    """
+    n = as_int(name, value)
+    if n < minimum:
+        raise error(f"{name} must be ≥ {minimum}, got {n}.")
+    return n
+
+
+def check_float_dtype(name: str, dtype: object) -> torch.dtype:
+    """Check that ``dtype`` is one attn_lib computes in: float32, float64, float16, bfloat16.
+
+    Raises:
+        TypeError: not a torch.dtype, or another dtype (an integer dtype, float8).
+    """
+    if not isinstance(dtype, torch.dtype) or dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be a floating point dtype that attention computes in ({_FLOAT_NAMES}), "
+            f"got {dtype!r}."
+        )
+    return dtype
+
+
+def check_device(
+    name: str,
+    t: torch.Tensor,
+    device: torch.device | None = None,
+    like: str = "query",
+    *,
+    error: type[ValueError] = ValueError,
+) -> None:
+    """Refuse a tensor on the meta device, or on another device than ``device``.
+
+    Args:
+        name: the tensor's name, for the message.
+        t: the tensor.
+        device: the device it must be on (that of ``like``), or None.
+        like: the name of the tensor that fixes ``device``, for the fix in the message.
+        error: the ValueError subclass to raise (e.g. MaskError for a mask).
+
+    Raises:
+        ValueError (or ``error``): ``t`` is on the meta device (shapes without values),
+            or ``t.device != device``.
+    """
+    if t.device.type == "meta":
+        raise error(
+            f"{name} is on the meta device, which holds shapes but no values; attn_lib "
+            f"computes with real tensors on one device (CPU or GPU): create it with "
+            f"device='cpu' (or a GPU)."
+        )
+    if device is not None and t.device != device:
+        raise error(
+            f"{name} is on {t.device} but {like} is on {device}; attention needs all its "
+            f"tensors on one device. Move it with {name}.to({like}.device)."
+        )
+
+
+def check_float_tensor(name: str, t: object) -> torch.Tensor:
+    """Check that ``t`` is a tensor of a dtype attn_lib computes in.
+
+    Raises:
+        TypeError: ``t`` is not a tensor, or its dtype is not float32, float64, float16
+            or bfloat16 (integer or bool inputs are a common slip:
+            ``torch.tensor([[1, 2]])`` is int64; float8 has no softmax in torch).
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(
@@ -74,7 +200,12 @@ def check_float_tensor(name: str, t: object) -> torch.Tensor:
     if not t.is_floating_point():
         raise TypeError(
             f"{name} has dtype {t.dtype}; attention needs a floating-point tensor "
-            f"(float32, float64, float16 or bfloat16). Convert it with {name}.float()."
+            f"({_FLOAT_NAMES}). Convert it with {name}.float()."
+        )
+    if t.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} has dtype {t.dtype}, a storage format that torch cannot compute "
+            f"attention in; attn_lib supports {_FLOAT_NAMES}. Convert it with {name}.float()."
         )
     return t
 
@@ -227,11 +358,13 @@ def check_qkv(
         the norm of every row of each input (see :func:`check_finite`).
 
     Raises:
-        TypeError: a tensor is not floating point, or the dtypes differ.
+        TypeError: a tensor is not float32, float64, float16 or bfloat16, or the dtypes
+            differ.
         ShapeError: a rank outside 2..4, ranks that differ, batch dims that differ,
             d_k of query and key that differ, L_k of key and value that differ,
             or an empty d_k or L_k.
-        ValueError: NaN or inf in an input (when ``finite``).
+        ValueError: tensors on different devices; on the meta device or holding NaN or
+            inf (when ``finite``: shape_trace checks meta stand-ins with finite=False).
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         check_float_tensor(name, t)
@@ -240,6 +373,9 @@ def check_qkv(
             f"query, key and value must share one dtype, got {query.dtype}, {key.dtype} and "
             f"{value.dtype}. Convert them with .to(query.dtype)."
         )
+    if (finite and query.device.type == "meta") or not query.device == key.device == value.device:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_device(name, t, query.device, "query")
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not 2 <= t.dim() <= 4:
             raise ShapeError(
@@ -327,18 +463,21 @@ def as_keep_mask(mask: object, name: str = "mask") -> torch.Tensor:
     Raises:
         TypeError: not a tensor.
         MaskError: a float or complex mask (ambiguous: PyTorch reads float masks as
-            additive), or integer values other than 0 and 1.
+            additive), integer values other than 0 and 1, or a mask on the meta device.
     """
     if not isinstance(mask, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor (bool, or integer 0/1), got {type(mask).__name__}."
         )
+    check_device(name, mask, error=MaskError)
     if mask.dtype == torch.bool:
         return mask
     if mask.is_floating_point() or mask.is_complex():
         raise MaskError(
             f"{name} has dtype {mask.dtype}; a float mask is refused. {_CONVERTER_HINT}"
         )
+    if mask.dtype in (torch.uint16, torch.uint32, torch.uint64):  # no aminmax for these
+        mask = mask.to(torch.int64)
     lo, hi = torch.aminmax(mask) if mask.numel() else (0, 1)  # one pass, no full-size temporaries
     if int(lo) < 0 or int(hi) > 1:
         found = sorted(int(v) for v in mask.unique()[:6])
@@ -360,7 +499,9 @@ def _padding_hint(mask_shape: tuple[int, ...], scores: tuple[int, ...]) -> str:
     )
 
 
-def check_mask(mask: object, scores_shape: Sequence[int]) -> torch.Tensor:
+def check_mask(
+    mask: object, scores_shape: Sequence[int], *, device: torch.device | None = None
+) -> torch.Tensor:
     """Check a keep-mask against the scores it will mask; return it as bool.
 
     Args:
@@ -370,6 +511,7 @@ def check_mask(mask: object, scores_shape: Sequence[int]) -> torch.Tensor:
             (1, L_q, L_k) shared, (B, L_q, L_k) per example, (B, 1, 1, L_k) or
             (B, H, L_q, L_k) with heads.
         scores_shape: (..., L_q, L_k), the shape of the scores.
+        device: the scores' device (that of the query); the mask must be on it.
 
     Returns:
         The mask as a bool tensor (the same object when it is already bool).
@@ -378,11 +520,14 @@ def check_mask(mask: object, scores_shape: Sequence[int]) -> torch.Tensor:
         MaskError: a float or complex mask (PyTorch reads float masks as additive,
             so a float 0/1 mask is ambiguous); integer values other than 0/1; a
             rank other than 2 or the scores' rank; a dim that is neither the
-            scores' nor 1; a mask that blocks every key for every query.
+            scores' nor 1; a mask that blocks every key for every query; a mask on
+            the meta device or on another device than ``device``.
         TypeError: ``mask`` is not a tensor.
     """
     scores = tuple(int(d) for d in scores_shape)
     mask = as_keep_mask(mask)
+    if device is not None:
+        check_device("mask", mask, device, "scores", error=MaskError)
     rank, L_q, L_k = len(scores), scores[-2], scores[-1]
     shape = tuple(mask.shape)
     where = f"the scores have shape {fmt_shape(scores)} = (..., L_q, L_k)"
@@ -412,6 +557,11 @@ def check_mask(mask: object, scores_shape: Sequence[int]) -> torch.Tensor:
                     f"axis; give it the scores' rank: {fmt_shape(target)} "
                     f"(e.g. mask.unsqueeze(1))."
                 )
+        elif mask.dim() == 0:
+            fix = (
+                "A 0-D mask (a single True/False) does not say which keys to block; build "
+                "one with the scores' shape, e.g. attn_lib.padding_mask or causal_mask."
+            )
         else:
             fix = "Remove the extra dims (squeeze) or check which tensor was passed as mask."
         raise MaskError(
@@ -494,13 +644,9 @@ class ShapeStep:
 def _as_shape(t: torch.Tensor | Sequence[int], name: str) -> tuple[int, ...]:
     if isinstance(t, torch.Tensor):
         return tuple(t.shape)
-    try:
-        shape = tuple(int(d) for d in t)
-    except TypeError as err:
-        raise TypeError(f"{name} must be a tensor or a shape tuple, got {t!r}") from err
-    if any(d < 0 for d in shape):
-        raise ShapeError(f"{name} shape {shape} has a negative size.")
-    return shape
+    if isinstance(t, str) or not isinstance(t, Sequence):
+        raise TypeError(f"{name} must be a tensor or a shape tuple, got {_short_repr(t)}.")
+    return tuple(check_size(f"{name}[{i}]", d, 0, error=ShapeError) for i, d in enumerate(t))
 
 
 def shape_trace(

@@ -226,6 +226,40 @@ CASES = [
         TypeError,
         ("mask must be a torch.Tensor", "got list"),
     ),
+    # --- dtypes and devices torch cannot compute attention in ------------------------------
+    *[
+        Case(
+            f"{str(dtype)[6:]}_query",
+            (lambda dtype=dtype: sdpa(*(t.to(dtype) for t in (Q, K, V)))),
+            TypeError,
+            (f"query has dtype {dtype}", "float32, float64, float16 or bfloat16", "query.float()"),
+        )
+        for dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
+    ],
+    Case(
+        "meta_query",
+        lambda: sdpa(torch.randn(2, 4, 8, device="meta"), K, V),
+        ValueError,
+        ("query is on the meta device", "no values", "real tensors on one device"),
+    ),
+    Case(
+        "meta_mask",
+        lambda: sdpa(Q, K, V, torch.ones(4, 4, dtype=torch.bool, device="meta")),
+        MaskError,
+        ("mask is on the meta device", "no values"),
+    ),
+    Case(
+        "module_meta_x",
+        lambda: _sha(torch.randn(2, 4, 8, device="meta")),
+        ValueError,
+        ("x is on the meta device", "device='cpu'"),
+    ),
+    Case(
+        "module_on_meta",
+        lambda: SingleHeadAttention(8, 8).to("meta")(Q),
+        ValueError,
+        ("module's weights are on the meta device", "to_empty"),
+    ),
     # --- non-finite inputs ----------------------------------------------------------------
     Case(
         "nan_in_query",
@@ -343,6 +377,81 @@ CASES = [
         MaskError,
         ("(B * num_heads, L_q, L_k)", "(2, 1, 4, 4)"),
     ),
+    Case(
+        "causal_whole_float",
+        lambda: causal_mask(3.0),
+        TypeError,
+        ("L_q must be an int", "float 3.0", "write 3", "//"),
+    ),
+    Case("causal_bool", lambda: causal_mask(True), TypeError, ("L_q must be an int", "bool True")),
+    Case(
+        "causal_float_tensor_length",
+        lambda: causal_mask(torch.tensor([2.0, 3.0]).max()),
+        TypeError,
+        ("L_q must be an int", "torch.float32 tensor", "0-d integer tensor"),
+    ),
+    Case(
+        "causal_unknown_align",
+        lambda: causal_mask(3, 5, align="lower_right"),
+        ValueError,
+        ("align must be 'top_left'", "'bottom_right'", "causal_lower_right", "'lower_right'"),
+    ),
+    Case(
+        "padding_float_max_len",
+        lambda: padding_mask([3, 2], max_len=5.0),
+        TypeError,
+        ("max_len must be an int", "float 5.0"),
+    ),
+    Case(
+        "padding_lengths_on_meta",
+        lambda: padding_mask(torch.tensor([3, 2], device="meta")),
+        ValueError,
+        ("lengths is on the meta device", "no values", "device='cpu'"),
+    ),
+    Case(
+        "multihead_one_row_without_L_q",
+        lambda: to_multihead_attn_mask(torch.ones(1, 4, dtype=torch.bool)),
+        MaskError,
+        ("(1, 4)", "does not broadcast", "L_q=...", "L_q=1"),
+    ),
+    Case(
+        "multihead_size_does_not_fit",
+        lambda: to_multihead_attn_mask(causal_mask(3), L_q=4),
+        MaskError,
+        ("(3, 3)", "L_q dim 3", "L_q=4"),
+    ),
+    *[
+        Case(
+            f"multihead_num_heads_{name}",
+            (lambda n=n: to_multihead_attn_mask(padding_mask([3, 2]), L_q=3, num_heads=n)),
+            error,
+            words,
+        )
+        for name, n, error, words in (
+            ("zero", 0, ValueError, ("num_heads must be ≥ 1", "got 0")),
+            ("negative", -1, ValueError, ("num_heads must be ≥ 1", "got -1")),
+            ("float", 2.5, TypeError, ("num_heads must be an int", "float 2.5")),
+            ("bool", True, TypeError, ("num_heads must be an int", "bool True")),
+        )
+    ],
+    Case(
+        "key_padding_batch_mismatch",
+        lambda: to_key_padding_mask(padding_mask([3, 2]), B=4),
+        MaskError,
+        ("(2, 1, 3)", "batch dim 2", "B=4"),
+    ),
+    Case(
+        "key_padding_from_2d_padding",
+        lambda: to_key_padding_mask(torch.ones(2, 5, dtype=torch.bool)),
+        MaskError,
+        ("(B, 1, L_k)", "got shape (2, 5)", "mask.unsqueeze(1)", "(2, 1, 5)"),
+    ),
+    Case(
+        "to_additive_float8",
+        lambda: to_additive(causal_mask(3), torch.float8_e4m3fn),
+        TypeError,
+        ("torch.float8_e4m3fn", "float32, float64, float16 or bfloat16"),
+    ),
     Case("combine_nothing", lambda: combine_masks(), MaskError, ("at least one mask",)),
     Case(
         "combine_not_broadcasting",
@@ -360,7 +469,7 @@ CASES = [
         "to_additive_integer_dtype",
         lambda: to_additive(causal_mask(3), torch.int64),
         TypeError,
-        ("floating dtype", "torch.int64"),
+        ("floating point dtype", "torch.int64"),
     ),
     # --- SingleHeadAttention --------------------------------------------------------------
     Case(
@@ -398,6 +507,12 @@ CASES = [
         lambda: SingleHeadAttention(8, 0),
         ValueError,
         ("d_k must be ≥ 1", "got 0"),
+    ),
+    Case(
+        "module_float_width",
+        lambda: SingleHeadAttention(8.0, 8),
+        TypeError,
+        ("d_model must be an int", "float 8.0", "write 8"),
     ),
     Case(
         "module_bad_dropout",
@@ -442,6 +557,18 @@ CASES = [
         lambda: sinusoidal_positional_encoding(0, 8),
         ValueError,
         ("L must be ≥ 1", "got 0"),
+    ),
+    Case(
+        "positional_float_length",
+        lambda: sinusoidal_positional_encoding(4.0, 8),
+        TypeError,
+        ("L must be an int", "float 4.0"),
+    ),
+    Case(
+        "positional_float8_dtype",
+        lambda: sinusoidal_positional_encoding(4, 8, dtype=torch.float8_e5m2),
+        TypeError,
+        ("torch.float8_e5m2", "float32, float64, float16 or bfloat16"),
     ),
     Case(
         "positional_integer_dtype",

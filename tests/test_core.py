@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from attn_lib import (
+    MaskError,
     ShapeError,
     SingleHeadAttention,
     causal_mask,
@@ -22,7 +24,9 @@ from attn_lib import (
     padding_mask,
     scaled_dot_product_attention,
     shape_trace,
+    stable_softmax,
 )
+from attn_lib.chunked import chunked_attention
 
 DTYPES = [torch.float32, torch.float64]
 ALL_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
@@ -554,3 +558,79 @@ def test_value_gradient_with_weights_written_over_the_scores():
     assert torch.autograd.gradcheck(
         lambda val: scaled_dot_product_attention(q, k, val, keep)[0], (v.clone().requires_grad_(),)
     )
+
+
+# --- sizes, dtypes and devices -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "d_model, d_k, d_v",
+    [(np.int64(8), 4, None), (8, np.int32(4), torch.tensor(3)), (torch.tensor(8), 4, None)],
+)
+def test_module_accepts_integer_widths_and_stores_plain_ints(d_model, d_k, d_v):
+    module = SingleHeadAttention(d_model, d_k, d_v=d_v)
+    assert all(type(n) is int for n in (module.d_model, module.d_k, module.d_v))
+    assert module(torch.randn(2, 3, 8)).shape == (2, 3, module.d_v)
+
+
+@pytest.mark.parametrize("bad", [8.0, True, torch.tensor(8.0)])
+def test_module_refuses_float_and_bool_widths(bad):
+    with pytest.raises(TypeError, match="d_model must be an int"):
+        SingleHeadAttention(bad, 4)
+    with pytest.raises(TypeError, match="d_v must be an int"):
+        SingleHeadAttention(8, 4, d_v=bad)
+
+
+FLOAT8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+@pytest.mark.parametrize("dtype", FLOAT8, ids=str)
+def test_float8_is_refused_naming_the_supported_dtypes(dtype):
+    x = torch.randn(2, 4, 8).to(dtype)
+    supported = "float32, float64, float16 or bfloat16"
+    with pytest.raises(TypeError, match=f"query has dtype {dtype}.*{supported}.*query.float"):
+        scaled_dot_product_attention(x, x, x)
+    with pytest.raises(TypeError, match=f"query has dtype {dtype}.*{supported}"):
+        chunked_attention(x, x, x)
+    with pytest.raises(TypeError, match=f"x has dtype {dtype}.*{supported}"):
+        SingleHeadAttention(8, 8).to(dtype)(x)
+    with pytest.raises(TypeError, match=f"x has dtype {dtype}.*{supported}"):
+        stable_softmax(x)
+
+
+def _meta(*shape):
+    return torch.randn(*shape, device="meta")
+
+
+def test_meta_inputs_get_a_sentence_not_a_torch_error():
+    q = torch.randn(2, 4, 8)
+    for args, name in (
+        ((_meta(2, 4, 8), q, q), "query"),
+        ((q, _meta(2, 4, 8), q), "key"),
+        ((q, q, _meta(2, 4, 8)), "value"),
+    ):
+        with pytest.raises(ValueError, match=f"{name} is on the meta device.*no values"):
+            scaled_dot_product_attention(*args)
+        with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+            chunked_attention(*args)
+    with pytest.raises(MaskError, match="mask is on the meta device"):
+        scaled_dot_product_attention(q, q, q, causal_mask(4, device="meta"))
+    with pytest.raises(MaskError, match="mask is on the meta device"):
+        chunked_attention(q, q, q, causal_mask(4, device="meta"))
+
+
+def test_meta_with_the_module():
+    module = SingleHeadAttention(8, 8)
+    with pytest.raises(ValueError, match="x is on the meta device"):
+        module(_meta(2, 4, 8))
+    with pytest.raises(ValueError, match="context is on the meta device"):
+        module(torch.randn(2, 4, 8), context=_meta(2, 5, 8))
+    with pytest.raises(MaskError, match="mask is on the meta device"):
+        module(torch.randn(2, 4, 8), causal_mask(4, device="meta"))
+    with pytest.raises(ValueError, match="module's weights are on the meta device.*to_empty"):
+        SingleHeadAttention(8, 8).to("meta")(torch.randn(2, 4, 8))
+
+
+def test_shape_trace_still_works_without_values():
+    # shape_trace checks stand-ins on the meta device: the device rule must not refuse them
+    assert shape_trace(_meta(2, 4, 8), _meta(2, 5, 8), _meta(2, 5, 3))[-1].shape == (2, 4, 3)

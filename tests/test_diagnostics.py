@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import attn_lib
-from attn_lib.diagnostics import CODES, LEVELS, Diagnosis, Finding, diagnose
+from attn_lib.diagnostics import CODES, LEVELS, MISTAKES, Diagnosis, Finding, diagnose
 
 G = torch.Generator().manual_seed(0)
 
@@ -119,9 +119,19 @@ def _other_weights() -> torch.Tensor:
     return softmax_scores(q_other, K, math.sqrt(D))
 
 
+def _weights(scores: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(scores, dim=-1)
+
+
+def _fill(keep: torch.Tensor, fill: float, divisor: float = math.sqrt(D)) -> torch.Tensor:
+    """The article's masked softmax of Q Kᵀ / divisor: masked_fill(keep == 0, fill)."""
+    return _weights((Q @ K.mT / divisor).masked_fill(keep == 0, fill))
+
+
 PAD_QK, W_UNIFORM = _uniform_masked_rows()
 Q64, K64, V64 = randn(2, 6, 64), randn(2, 6, 64), randn(2, 6, 64)
-H4 = randn(2, 4, 4, 4)
+H4, H4K = randn(2, 4, 4, 4), randn(2, 4, 4, 4)  # H = L = d_k = 4
+Q3, K3 = randn(3, 3, 3), randn(3, 3, 3)  # B = L = d_k = 3: key.T fits
 
 # code → a bad input that must trigger it
 BAD: dict[str, Callable[[], dict]] = {
@@ -179,7 +189,8 @@ BAD: dict[str, Callable[[], dict]] = {
         "mask": PAD_QK,
         "weights": W_UNIFORM,
     },
-    "masked_weight": lambda: {"query": Q, "key": K, "value": V, "mask": CAUSAL, "weights": W_RIGHT},
+    # weights masked with another mask than the one given: no single mistake explains them
+    "masked_weight": lambda: {"query": Q, "key": K, "value": V, "mask": CAUSAL, "weights": W_PAD},
     "scores_transposed": lambda: {
         "query": Q,
         "key": K,
@@ -187,6 +198,27 @@ BAD: dict[str, Callable[[], dict]] = {
         "weights": softmax_scores(K, Q, math.sqrt(D)),
     },
     "weights_mismatch": lambda: {"query": Q, "key": K, "value": V, "weights": _other_weights()},
+    "device_mismatch": lambda: {"query": Q, "key": K.to("meta"), "value": V},
+    "not_checked": lambda: {"query": Q.to("meta"), "key": K.to("meta"), "value": V.to("meta")},
+    "empty": lambda: {"query": randn(0, L, D), "key": randn(0, L, D), "value": randn(0, L, D)},
+    "mask_nan": lambda: {"query": Q, "key": K, "value": V, "mask": torch.full((L, L), math.nan)},
+    "key_transpose_1_2": lambda: {"query": H4, "key": H4K, "value": H4, "weights": _weights(
+        H4 @ H4K.transpose(1, 2) / 2)},
+    "key_reshape": lambda: {"query": Q, "key": K, "value": V, "weights": _weights(
+        Q @ K.reshape(B, D, L) / math.sqrt(D))},
+    "key_dot_T": lambda: {"query": Q3, "key": K3, "value": Q3, "weights": _weights(
+        Q3 @ K3.permute(2, 1, 0) / math.sqrt(3))},
+    "mask_not_applied": lambda: {"query": Q, "key": K, "value": V, "mask": CAUSAL,
+                                 "weights": W_RIGHT},
+    "weights_mask_inverted": lambda: {"query": Q, "key": K, "value": V, "mask": PAD,
+                                      "weights": _fill(~PAD, -1e9)},
+    "additive_mask_as_keep": lambda: {"query": Q, "key": K, "value": V,
+                                      "mask": attn_lib.to_additive(PAD),
+                                      "weights": _fill(~PAD, -1e9)},
+    "fill_zero": lambda: {"query": Q, "key": K, "value": V, "mask": CAUSAL,
+                          "weights": _fill(CAUSAL, 0.0)},
+    "masked_row_nan": lambda: {"query": Q, "key": K, "value": V, "mask": PAD_QK,
+                               "weights": _fill(PAD_QK, -math.inf)},
     "scale_flat": lambda: {
         "query": Q64,
         "key": K64,
@@ -260,7 +292,7 @@ def test_other_triggers_of_the_same_codes():
     additive = diagnose(Q, K, V, mask=attn_lib.to_additive(CAUSAL))
     assert "additive" in additive.get("mask_float").message
     nan_w = attn_lib.scaled_dot_product_attention(Q, K, V, PAD_QK, fill_value=float("-inf"))[1]
-    assert "rows are affected" in diagnose(Q, K, V, PAD_QK, nan_w).get("nonfinite").message
+    assert "rows are affected" in diagnose(Q, K, V, PAD_QK, nan_w.mT).get("nonfinite").message
     # a mask that blocks most pairs without touching the diagonal
     mostly = torch.eye(L, dtype=torch.bool)
     assert "most" in diagnose(Q, K, V, mask=mostly).get("mask_inverted").message
@@ -350,3 +382,249 @@ def test_tensors_that_require_grad_are_fine():
     diagnosis = diagnose(q, K, V, weights=softmax_scores(q, K, math.sqrt(D)))
     assert diagnosis.ok and diagnosis.has("weights_match")
     assert q.grad is None
+
+
+# --- defects found by adversarial testing, each as a regression test ----------------------
+
+
+def _problems(diagnosis: Diagnosis) -> set[str]:
+    return {f.code for f in diagnosis.problems}
+
+
+def test_a_0d_mask_is_reported_not_raised():
+    found = diagnose(Q, K, V, mask=torch.tensor(True))
+    assert found.has("mask_shape") and "0-d" in found.get("mask_shape").message
+
+
+def test_float8_inputs_are_reported_and_their_values_still_checked():
+    f8 = torch.float8_e4m3fn
+    found = diagnose(Q.to(f8), K.to(f8), V.to(f8), CAUSAL, W_CAUSAL)
+    assert _problems(found) == {"dtype"} and "float8" in found.get("dtype").message
+    assert found.sizes == {"B": B, "L_q": L, "L_k": L, "d_k": D, "d_v": D}
+
+
+def test_meta_tensors_get_their_shapes_checked_and_say_the_rest_is_not():
+    meta = [t.to("meta") for t in (Q, K, V, CAUSAL, W_CAUSAL)]
+    found = diagnose(*meta)
+    assert _problems(found) == {"not_checked"} and found.sizes["d_k"] == D
+    assert "query, key, value, mask and weights are on the meta device" in str(found)
+
+
+def test_weights_from_a_reshaped_key_are_named():
+    w = _weights(Q @ K.reshape(B, D, L) / math.sqrt(D))  # a view, not a transpose
+    assert _problems(diagnose(Q, K, V, weights=w)) == {"key_reshape"}
+
+
+def test_weights_from_transpose_1_2_on_4d_are_named_where_the_shapes_fit():
+    w = _weights(H4 @ H4K.transpose(1, 2) / 2)  # H = L = d_k = 4: runs without an error
+    found = diagnose(H4, H4K, H4, weights=w)
+    assert _problems(found) == {"key_transpose_1_2"} and found.has("transpose_trap")
+
+
+def test_a_fill_of_0_is_named_and_not_blamed_on_the_scale():
+    found = diagnose(Q, K, V, CAUSAL, _fill(CAUSAL, 0.0))
+    assert _problems(found) == {"fill_zero"}
+    assert "masked_fill(mask == 0, 0)" in found.get("fill_zero").message
+
+
+def test_a_masked_softmax_over_the_queries_is_named_as_such():
+    for mask in (CAUSAL, PAD):  # PAD leaves whole key columns blocked: named from the sums
+        w = _weights((Q @ K.mT / math.sqrt(D)).masked_fill(mask == 0, -1e9).mT).mT
+        assert _problems(diagnose(Q, K, V, mask, w)) == {"softmax_dim"}, mask.shape
+
+
+def test_an_empty_batch_is_reported_as_empty_not_as_masked():
+    q = randn(0, L, D)
+    found = diagnose(q, q, q, CAUSAL, torch.empty(0, L, L))
+    assert _problems(found) == {"empty"} and "B = 0" in found.get("empty").message
+    assert "L_k = 0" in diagnose(randn(3, D), randn(0, D), randn(0, D)).get("empty").message
+
+
+def test_a_float_mask_is_reported_as_float_and_nan_in_it_by_name():
+    found = diagnose(Q, K, V, mask=torch.full((L, L), math.nan))
+    assert _problems(found) == {"mask_nan"} and not found.has("mask_coverage")
+    assert "NaN" in found.get("mask_nan").message
+    for mask in (CAUSAL.float(), attn_lib.to_additive(CAUSAL), torch.rand(L, L)):
+        assert "refuses float masks" in diagnose(Q, K, V, mask=mask).get("mask_float").message
+
+
+def test_a_tensor_scale_is_refused_as_attn_lib_refuses_it():
+    found = diagnose(Q, K, V, weights=W_RIGHT, scale=torch.tensor(1 / math.sqrt(D)))
+    assert _problems(found) == {"scale_invalid"} and found.has("weights_match")
+    assert "Python number" in found.get("scale_invalid").message
+
+
+def _sdpa_weights(q, k, mask=None, **kwargs) -> torch.Tensor:
+    return attn_lib.scaled_dot_product_attention(q, k, k, mask, **kwargs)[1]
+
+
+Q43, K43, V43 = randn(2, 3, 5, 4), randn(2, 3, 5, 4), randn(2, 3, 5, 6)  # H = 3, L = 5, d_k = 4
+
+# Each mistake, built as a learner builds it → the one problem diagnose must report.
+MISTAKE_CASES = {
+    "÷d_k": ((Q, K, V, None, _weights(Q @ K.mT / D)), "scale_flat", "÷d_k"),
+    "no scaling": ((Q, K, V, None, _weights(Q @ K.mT)), "scale_sharp", "no scaling"),
+    "×√d_k": ((Q, K, V, None, _weights(Q @ K.mT * math.sqrt(D))), "scale_sharp", "√d_k"),
+    "÷√d_model": ((Q, K, V, None, _weights(Q @ K.mT / math.sqrt(32))), "scale_flat", "d_model"),
+    "÷√d_v": ((Q43, K43, V43, None, _weights(Q43 @ K43.mT / math.sqrt(6))), "scale_flat", "d_v"),
+    "÷√L_k": ((Q43, K43, V43, None, _weights(Q43 @ K43.mT / math.sqrt(5))), "scale_flat", "L_k"),
+    "÷√H": ((Q43, K43, V43, None, _weights(Q43 @ K43.mT / math.sqrt(3))), "scale_sharp", "√H"),
+    "softmax dim=1 on 3-D": (
+        (Q, K, V, None, softmax_scores(Q, K, math.sqrt(D), dim=1)), "softmax_dim", "dim=-2"),
+    "softmax over the heads": (
+        (Q43, K43, V43, None, softmax_scores(Q43, K43, 2, dim=1)), "softmax_dim", "heads"),
+    "softmax over the batch": (
+        (Q, K, V, None, softmax_scores(Q, K, math.sqrt(D), dim=0)), "softmax_dim", "batch"),
+    "K Qᵀ": ((Q, K, V, CAUSAL, _sdpa_weights(K, Q, CAUSAL)), "scores_transposed", "K Qᵀ"),
+    "key.reshape": (
+        (Q, K, V, CAUSAL, _weights((Q @ K.reshape(B, D, L) / 8**0.5).masked_fill(~CAUSAL, -1e9))),
+        "key_reshape", "reshape"),
+    "key.transpose(1, 2) on 4-D": (
+        (H4, H4K, H4, None, _weights(H4 @ H4K.transpose(1, 2) / 2)), "key_transpose_1_2",
+        "transpose(1, 2)"),
+    "key.T on a batch": (
+        (Q3, K3, Q3, None, _weights(Q3 @ K3.permute(2, 1, 0) / math.sqrt(3))), "key_dot_T", ".T"),
+    "mask not applied": ((Q, K, V, PAD, W_RIGHT), "mask_not_applied", "not in place"),
+    "inverted mask, attn_lib's zero rows": (
+        (Q, K, V, CAUSAL, _sdpa_weights(Q, K, ~CAUSAL)), "weights_mask_inverted", "~mask"),
+    "inverted mask, a -1e9 fill": (
+        (Q, K, V, CAUSAL, _fill(~CAUSAL, -1e9)), "weights_mask_inverted", "~mask"),
+    "additive mask as keep-mask": (
+        (Q, K, V, attn_lib.to_additive(CAUSAL), _fill(~CAUSAL, -1e9)), "additive_mask_as_keep",
+        "scores + mask"),
+    "fill 0 on padding": ((Q, K, V, PAD, _fill(PAD, 0.0)), "fill_zero", "fill of 0"),
+    "-1e9 fill on empty rows": ((Q, K, V, PAD_QK, W_UNIFORM), "masked_row_uniform", "uniform"),
+    "-inf fill on empty rows": (
+        (Q, K, V, PAD_QK, _fill(PAD_QK, -math.inf)), "masked_row_nan", "NaN"),
+    "dropout left on": ((Q, K, V, CAUSAL, None), "dropout_active", "model.eval()"),
+    "÷d_k in float16": (
+        (Q.half(), K.half(), V.half(), CAUSAL, _fill(CAUSAL, -1e4, D).half()), "scale_flat", "÷d_k"),
+}
+
+
+@pytest.mark.parametrize("name", list(MISTAKE_CASES))
+def test_each_mistake_is_named_and_nothing_else_is_blamed(name):
+    (q, k, v, mask, w), code, words = MISTAKE_CASES[name]
+    if name == "dropout left on":
+        torch.manual_seed(1)
+        w = attn_lib.scaled_dot_product_attention(q, k, v, mask, dropout_p=0.25, training=True)[1]
+    found = diagnose(q, k, v, mask, w)
+    mask_codes = {"mask_float", "mask_inverted", "fully_masked_rows"}  # about the mask itself
+    assert _problems(found) - mask_codes == {code}, str(found)
+    assert words in found.get(code).message, found.get(code).message
+
+
+def test_every_mistake_in_the_table_is_exercised():
+    names = {m.code for m in MISTAKES} - {"scale"}
+    assert names <= {code for _, code, _ in MISTAKE_CASES.values()}
+    assert {"scale_flat", "scale_sharp"} <= {code for _, code, _ in MISTAKE_CASES.values()}
+
+
+def test_a_scale_given_alone_is_named_by_the_table():
+    assert "÷d_k" in diagnose(Q64, K64, V64, scale=1 / 64).get("scale_flat").message
+    assert diagnose(Q, K, V, scale=1 / math.sqrt(D)).has("scale_ok")
+    assert diagnose(Q64, K64, V64, scale=0.01).has("scale_flat")
+
+
+# --- property test: never raises, whatever the learner passes -----------------------------
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float8_e4m3fn,
+          torch.float8_e5m2, torch.int64, torch.int32, torch.uint8, torch.bool,
+          torch.complex64]  # fmt: skip
+
+
+def _random_tensor(rng: torch.Generator, shape: tuple[int, ...], pick, dtype=None) -> torch.Tensor:
+    dtype = dtype or pick(DTYPES)
+    x = torch.randn(shape, generator=rng) * pick([1.0, 1.0, 100.0])
+    if x.numel() and pick([False, False, True]):
+        x.view(-1)[int(torch.randint(x.numel(), (1,), generator=rng))] = pick(
+            [math.nan, math.inf, -math.inf])
+    if dtype == torch.bool:
+        x = x > 0
+    elif dtype.is_complex:
+        x = torch.complex(x, x)
+    elif not dtype.is_floating_point:
+        x = torch.nan_to_num(x).clamp(-3, 3).round().abs()
+    x = x.to(dtype)
+    return x.to("meta") if pick([False] * 9 + [True]) else x
+
+
+def _random_case(seed: int) -> dict:
+    rng = torch.Generator().manual_seed(seed)
+
+    def pick(options):
+        return options[int(torch.randint(len(options), (1,), generator=rng))]
+
+    rank = pick([0, 1, 2, 2, 3, 3, 3, 4, 4, 5])
+    base = [pick([0, 1, 2, 3, 4]) if pick([True] * 5 + [False]) else 0 for _ in range(rank)]
+    base = [d or pick([0, 1, 2]) for d in base]
+
+    def shape():  # the base shape, sometimes with one dim changed or a dim dropped
+        s = list(base)
+        if s and pick([False, False, True]):
+            s[pick(range(len(s)))] = pick([0, 1, 2, 3, 5])
+        if s and pick([False] * 5 + [True]):
+            s.pop()
+        return tuple(s)
+
+    def maybe(make):
+        return pick([None, make, make])
+
+    dtype = pick([None, torch.float32, torch.float64, torch.float16])  # None: one each
+    q = _random_tensor(rng, shape(), pick, dtype)
+    kv = pick([None, q])  # self-attention with the very same tensor, sometimes
+    k = kv if kv is not None else _random_tensor(rng, shape(), pick, dtype)
+    v = _random_tensor(rng, shape(), pick, dtype)
+    scores = (*base[:-1], base[-2]) if rank >= 2 else tuple(base)
+    mask_shape = pick([scores, scores[-2:], tuple(1 if pick([True, False]) else d for d in scores),
+                       shape(), ()])  # fmt: skip
+    mask = maybe(_random_tensor(rng, mask_shape, pick))
+    if mask is not None and pick([False] * 4 + [True]):
+        additive = mask if mask.is_complex() else torch.where(mask.float() != 0, 0.0, -math.inf)
+        mask = pick([[1, 0], "mask", torch.full(mask_shape, math.nan), additive])
+    w = maybe(_random_tensor(rng, pick([scores, shape()]), pick, dtype))
+    if w is not None and pick([True, False]) and w.is_floating_point() and w.dim():
+        w = torch.softmax(w.float(), dim=-1).to(w.dtype) if w.device.type != "meta" else w
+    scale = pick([None, None, 0.5, 1, -1.0, math.nan, math.inf, True, "s", torch.tensor(0.3),
+                  torch.tensor([0.3, 0.4]), 1e308])  # fmt: skip
+    return {"query": q, "key": k, "value": v, "mask": mask, "weights": w, "scale": scale}
+
+
+def _fitting_case(seed: int) -> dict:
+    """Shapes that fit, so that the weights reach the recomputed mistakes: odd values."""
+    rng = torch.Generator().manual_seed(seed)
+
+    def pick(options):
+        return options[int(torch.randint(len(options), (1,), generator=rng))]
+
+    lead = [pick([1, 2, 3]) for _ in range(pick([0, 1, 2]))]
+    L_q, L_k, d_k = pick([1, 2, 4]), pick([1, 2, 4]), pick([1, 2, 4])
+    dtype = pick([torch.float32, torch.float64, torch.float16, torch.bfloat16])
+    q, k, v = (torch.randn(*lead, n, d, generator=rng).to(dtype) * pick([0.01, 1.0, 30.0])
+               for n, d in ((L_q, d_k), (L_k, d_k), (L_k, pick([1, 3]))))  # fmt: skip
+    scores = (*lead, L_q, L_k)
+    mask = pick([None, torch.rand(scores, generator=rng) > pick([0.2, 0.5, 0.9, 1.0])])
+    if mask is not None and pick([True, False]):
+        mask = mask[..., :1, :] if pick([True, False]) else mask.to(pick(DTYPES))
+    raw = torch.randn(scores, generator=rng)
+    if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
+        raw = raw.masked_fill(~mask, pick([0.0, -1e9, -math.inf]))
+    w = torch.softmax(raw, dim=pick([-1, -1, -2, 0])).to(dtype)
+    w = pick([w, w * pick([0.0, 2.0, math.nan]), w.mT, w[..., :1]])
+    return {"query": q, "key": k, "value": v, "mask": mask, "weights": w,
+            "scale": pick([None, 1.0, 0.1, d_k**-0.5])}  # fmt: skip
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_never_raises_on_random_tensors(chunk):
+    for seed in range(chunk * 150, (chunk + 1) * 150):
+        kwargs = _random_case(seed) if seed % 2 else _fitting_case(seed)
+        try:
+            diagnosis = diagnose(**kwargs)
+            text = str(diagnosis)
+        except Exception as err:  # pragma: no cover - the failure message is the point
+            shown = {n: (t.shape, t.dtype, t.device) if isinstance(t, torch.Tensor) else t
+                     for n, t in kwargs.items()}  # fmt: skip
+            raise AssertionError(f"seed {seed}: {shown}") from err
+        assert isinstance(diagnosis, Diagnosis) and text.startswith("Attention diagnosis")
+        assert set(diagnosis.codes) <= set(CODES)

@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+import attn_lib
 from attn_lib.exercises import (
+    STEP_SHAPES_SETTING,
     CheckResult,
     check_attention,
+    check_attention_4d,
+    check_attention_inputs,
+    check_batch_mask,
     check_causal_mask,
+    check_conv_layers,
+    check_crossover_length,
+    check_evaluation,
+    check_init_like_scaled,
+    check_masked_mean_loss,
+    check_mha_mask,
     check_padding_mask,
+    check_score_matrix_bytes,
+    check_score_scale,
+    check_shape_predictions,
+    check_stable_softmax,
+    check_stalling_settings,
+    check_step_macs,
+    check_step_shapes,
+    expected_shapes,
+    step_macs,
 )
 
 # --- attention: one function per mistake, written the way a learner would ------------------
@@ -211,3 +233,337 @@ def test_mask_messages_are_words():
     assert "bool" in result.message and "float" in result.message
     result = check_padding_mask(lambda t: padding_right(t)[:, 0], verbose=False)
     assert "unsqueeze(1)" in result.message
+
+
+# --- adversarial cases: each classic slip is named, each unusual right answer passes -------
+
+
+def _attention_written(*, kt="transpose", scale=None, mask_how="", fill=-1e9, drop=None):
+    """Attention as a learner writes it, with one choice changed."""
+
+    def learner(query, key, value, mask=None):
+        if kt == "reshape":
+            k_t = key.reshape(*key.shape[:-2], key.size(-1), key.size(-2))
+        elif kt == "view":
+            k_t = key.view(*key.shape[:-2], key.size(-1), key.size(-2))
+        else:
+            k_t = key.transpose(-2, -1)
+        d = math.sqrt(query.size(-1)) if scale is None else scale(query, key, value)
+        scores = query @ k_t / d
+        if mask is not None:
+            m = {"": mask, "transpose": mask.transpose(-2, -1), "T": mask.T}.get(mask_how, mask)
+            if mask_how != "after":
+                scores = scores.masked_fill(m == 0, fill)
+        weights = F.softmax(scores, dim=-1)
+        if mask is not None and mask_how == "after":
+            weights = weights.masked_fill(mask == 0, 0.0)
+        if drop == "functional":
+            weights = F.dropout(weights, p=0.1)  # training=True by default
+        elif drop == "module":
+            weights = torch.nn.Dropout(0.1)(weights)  # a new module is in training mode
+        return weights @ value, weights
+
+    return learner
+
+
+def scale_after_softmax(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    weights = F.softmax(scores, dim=-1) / math.sqrt(query.size(-1))
+    return weights @ value
+
+
+def no_softmax(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    return scores @ value
+
+
+@pytest.mark.parametrize(
+    ("fn", "code", "words"),
+    [
+        (_attention_written(drop="functional"), "dropout_on", "training=True"),
+        (_attention_written(drop="module"), "dropout_on", "two different outputs"),
+        (_attention_written(kt="reshape"), "reshape_not_transpose", "key.transpose(-2, -1)"),
+        (_attention_written(kt="view"), "reshape_not_transpose", "not Kᵀ"),
+        (_attention_written(scale=lambda q, k, v: math.sqrt(v.size(-1))), "scale_d_v", "√d_v"),
+        (_attention_written(scale=lambda q, k, v: math.sqrt(k.size(-2))), "scale_length",
+         "number of keys"),
+        (_attention_written(scale=lambda q, k, v: math.sqrt(q.size(0))), "scale_batch",
+         "batch size"),
+        (_attention_written(mask_how="transpose"), "mask_transposed", "future"),
+        (_attention_written(mask_how="transpose", fill=float("-inf")), "mask_transposed", "NaN"),
+        (_attention_written(mask_how="T"), "mask_transposed", "mask.T"),
+        (_attention_written(mask_how="after"), "mask_after_softmax", "before the softmax"),
+        (scale_after_softmax, "scale_after_softmax", "before the"),
+        (no_softmax, "no_softmax", "softmax is missing"),
+    ],
+)  # fmt: skip
+def test_more_attention_mistakes_are_named(fn, code, words, recwarn):
+    result = check_attention(fn, verbose=False)
+    assert not result and result.mistake == code, result.message
+    assert words in result.message.replace("\n", " ")
+    assert "look at the softmax first" not in result.message
+
+
+def test_dropout_in_the_learner_leaves_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    check_attention(_attention_written(drop="functional"), verbose=False)
+    assert torch.equal(state, torch.random.get_rng_state())
+
+
+def test_attention_in_float64_passes():
+    def in_float64(query, key, value, mask=None):
+        return right(query.double(), key.double(), value.double(), mask)
+
+    assert check_attention(in_float64, verbose=False)
+
+
+def test_attention_4d_names_the_heads_scale_and_dropout():
+    def by_heads(query, key, value):
+        return F.softmax(query @ key.mT / math.sqrt(query.size(1)), dim=-1) @ value
+
+    def with_dropout(query, key, value):
+        w = F.dropout(F.softmax(query @ key.mT / math.sqrt(query.size(-1)), dim=-1), 0.2)
+        return w @ value
+
+    result = check_attention_4d(by_heads, verbose=False)
+    assert result.mistake == "scale_heads" and "√H" in result.message, result.message
+    assert check_attention_4d(with_dropout, verbose=False).mistake == "dropout_on"
+
+
+# --- check_evaluation: dropout p = 0 is dropout off; detach is not no_grad ----------------------
+
+
+def evaluate_with_p_zero(model, x):
+    p = model.dropout
+    model.dropout = 0  # an int 0 is fine too
+    with torch.no_grad():
+        out = model(x, return_attn=True)
+    model.dropout = p
+    return out
+
+
+def evaluate_with_inference_mode(model, x):
+    was_training = model.training
+    model.eval()
+    with torch.inference_mode():
+        out = model(x)
+    model.train(was_training)
+    return out
+
+
+def evaluate_then_detach(model, x):
+    was_training = model.training
+    model.eval()
+    out = model(x).detach()
+    model.train(was_training)
+    return out
+
+
+def evaluate_detaches_both(model, x):
+    was_training = model.training
+    model.eval()
+    out, w = model(x, return_attn=True)
+    model.train(was_training)
+    return out.detach(), w.detach()
+
+
+@pytest.mark.parametrize("fn", [evaluate_with_p_zero, evaluate_with_inference_mode])
+def test_evaluation_accepts_other_ways_to_switch_dropout_off(fn):
+    result = check_evaluation(fn, verbose=False)
+    assert result, result.message
+
+
+@pytest.mark.parametrize("fn", [evaluate_then_detach, evaluate_detaches_both])
+def test_evaluation_detach_is_not_no_grad(fn):
+    with torch.no_grad():  # the notebook's own grad mode must not hide it
+        result = check_evaluation(fn, verbose=False)
+    assert not result and result.mistake == "grad_on", result.message
+    assert ".detach()" in result.message and "torch.no_grad()" in result.message
+    assert "records no gradients" not in result.message
+
+
+def test_evaluation_p_zero_left_behind_is_named_truthfully():
+    def zeroes_for_good(model, x):
+        model.dropout = 0
+        with torch.no_grad():
+            return model(x)
+
+    result = check_evaluation(zeroes_for_good, verbose=False)
+    assert result.mistake == "model_changed", result.message
+    assert "does not match" not in result.message
+
+
+# --- numbers and shapes given as numpy scalars, 0-d tensors, Fractions, floats ------------------
+
+
+def _shapes_as(convert):
+    return lambda *a: {k: tuple(convert(d) for d in v) for k, v in expected_shapes(*a).items()}
+
+
+@pytest.mark.parametrize(
+    "convert", [np.int64, np.int32, torch.tensor, float, lambda d: Fraction(d, 1)]
+)
+def test_shape_predictions_accept_integer_like_sizes(convert):
+    result = check_shape_predictions(_shapes_as(convert), verbose=False)
+    assert result, result.message
+
+
+def test_shape_predictions_refuse_bools_and_fractions_of_a_size():
+    assert check_shape_predictions(_shapes_as(bool), verbose=False).mistake == "bad_return"
+    half = check_shape_predictions(_shapes_as(lambda d: d + 0.5), verbose=False)
+    assert half.mistake == "bad_return"
+
+
+def test_step_shapes_and_macs_accept_numpy_integers():
+    s = STEP_SHAPES_SETTING
+    B, L_q, L_k, d_k, d_v = (np.int64(s[n]) for n in ("B", "L_q", "L_k", "d_k", "d_v"))
+    shapes = {"K_T": (B, d_k, L_k), "scores": (B, L_q, L_k), "weights": [B, L_q, L_k],
+              "output": np.array([B, L_q, d_v])}  # fmt: skip
+    assert check_step_shapes(lambda: shapes, verbose=False)
+    macs = lambda *a: {k: np.int64(v) for k, v in step_macs(*a).items()}
+    assert check_step_macs(macs, verbose=False)
+    as_floats = lambda *a: {k: float(v) for k, v in step_macs(*a).items()}
+    assert check_step_macs(as_floats, verbose=False)
+
+
+def _layers(d, k):
+    return -(-d // (k - 1))
+
+
+@pytest.mark.parametrize(
+    "wrap", [np.int64, torch.tensor, float, lambda v: Fraction(v, 1), lambda v: np.array([v])]
+)
+def test_conv_layers_accepts_integer_like_answers(wrap):
+    result = check_conv_layers(lambda d, k: wrap(_layers(d, k)), verbose=False)
+    assert result, result.message
+
+
+def test_conv_layers_refuses_a_bool():
+    result = check_conv_layers(lambda d, k: _layers(d, k) == 1, verbose=False)
+    assert result.mistake == "bad_return"
+
+
+@pytest.mark.parametrize(
+    "wrap", [Fraction, lambda a, b: np.float64(a / b), lambda a, b: torch.tensor(a / b),
+             lambda a, b: np.int64(a // b), lambda a, b: torch.tensor(a / b, dtype=torch.float64)]
+)  # fmt: skip
+def test_crossover_length_accepts_exact_and_numpy_answers(wrap):
+    result = check_crossover_length(
+        lambda d_model, d_k, d_v: wrap(d_model * (2 * d_k + d_v), d_k + d_v), verbose=False
+    )
+    assert result, result.message
+
+
+def test_other_number_checkers_accept_numpy_and_tensors():
+    def bytes_np(B, L, dtype):
+        return np.int64(B * L * L * torch.empty((), dtype=dtype).element_size())
+
+    def scale_np(sigma2, d_k):
+        return np.float64(1 / (sigma2 * math.sqrt(d_k)))
+
+    def loss_np(token_loss, lengths):
+        real = torch.arange(token_loss.shape[1]) < lengths[:, None]
+        return np.float32(token_loss[real].mean().item())
+
+    assert check_score_matrix_bytes(bytes_np, verbose=False)
+    assert check_score_scale(scale_np, verbose=False)
+    assert check_masked_mean_loss(loss_np, verbose=False)
+
+
+def test_init_like_scaled_accepts_float64():
+    result = check_init_like_scaled(lambda w: w.double() / math.sqrt(w.shape[0]), verbose=False)
+    assert result, result.message
+
+
+@pytest.mark.parametrize("container", [tuple, lambda xs: dict.fromkeys(xs).keys(), np.array, iter])
+def test_stalling_settings_accept_any_collection_of_names(container):
+    def solution(summary, d_k):
+        return container([r["setting"] for r in summary if r["d_k"] == d_k
+                          and 2 * (r["n_never"] + r["n_relapsed"]) >= r["n_seeds"]])  # fmt: skip
+
+    result = check_stalling_settings(solution, verbose=False)
+    assert result, result.message
+
+
+def test_attention_inputs_with_mixed_dtypes_get_a_sentence():
+    def mixed(B, L_q, L_k, d_k, d_v):
+        return (torch.randn(B, L_q, d_k, dtype=torch.float64), torch.randn(B, L_k, d_k),
+                torch.randn(B, L_k, d_v))  # fmt: skip
+
+    result = check_attention_inputs(mixed, verbose=False)
+    assert not result and result.mistake == "error" and "refuses" in result.message
+
+
+# --- check_mha_mask: an additive finfo.min mask is right; no walls of numbers -------------------
+
+
+@pytest.mark.parametrize(
+    "fill",
+    [lambda dt: torch.finfo(dt).min, lambda dt: -1e9, lambda dt: -1e4, lambda dt: float("-inf")],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_mha_mask_accepts_an_additive_mask(fill, dtype):
+    def additive(keep):
+        return torch.zeros(keep.shape, dtype=dtype).masked_fill(keep == 0, fill(dtype))
+
+    result = check_mha_mask(additive, verbose=False)
+    assert result, result.message
+
+
+def _no_wall(message):
+    assert "[[" not in message and "[0," not in message and len(message) < 700, message
+
+
+def test_mha_mask_names_a_fill_too_small_to_block():
+    result = check_mha_mask(
+        lambda keep: torch.zeros(keep.shape).masked_fill(keep == 0, -5.0), verbose=False
+    )
+    assert not result and result.mistake == "fill_too_small" and "-5" in result.message
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda keep: torch.zeros(keep.shape).masked_fill(keep == 0, 3.0),  # a positive fill
+        lambda keep: torch.rand(keep.shape) < 0.5,  # a random bool mask
+    ],
+)
+def test_mha_mask_unknown_is_words_not_numbers(fn):
+    torch.manual_seed(0)
+    result = check_mha_mask(fn, verbose=False)
+    assert not result and result.mistake == "unknown"
+    _no_wall(result.message)
+
+
+def test_mask_checkers_unknown_is_words_not_numbers():
+    result = check_causal_mask(lambda L: torch.ones(L, L, dtype=torch.bool).tril(1), verbose=False)
+    assert result.mistake == "unknown"
+    _no_wall(result.message)
+    assert "query row" in result.message
+
+    def batch_mask(lengths, causal):
+        L = int(lengths.max())
+        m = (torch.arange(L) < lengths[:, None])[:, None, :] & torch.ones(L, L, dtype=torch.bool)
+        return m.clone().index_fill_(2, torch.tensor([0]), False)  # blocks key 0 everywhere
+
+    result = check_batch_mask(batch_mask, verbose=False)
+    assert result.mistake == "unknown"
+    _no_wall(result.message)
+
+    result = check_stable_softmax(lambda x: torch.softmax(x, -1) ** 2, verbose=False)
+    assert result.mistake == "unknown"
+    _no_wall(result.message)
+
+
+def test_evaluation_accepts_a_forward_written_out_with_dropout_p_zero():
+    def by_hand(model, x):
+        with torch.no_grad():
+            q, k, v = model.W_Q(x), model.W_K(x), model.W_V(x)
+            return attn_lib.scaled_dot_product_attention(q, k, v, dropout_p=0.0)
+
+    result = check_evaluation(by_hand, verbose=False)
+    assert result, result.message

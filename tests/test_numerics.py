@@ -204,8 +204,11 @@ def test_multihead_attn_mask_from_shared_and_size_one_masks_is_accepted_by_mha()
     torch.testing.assert_close(reference.apply_out_proj(mha, module(x, shared)), out)
     keys_only = torch.ones(2, 3, 1, dtype=torch.bool)
     assert masks.to_multihead_attn_mask(keys_only, L_k=4).shape == (2, 3, 4)
-    with pytest.raises(attn_lib.MaskError, match="L_k="):
-        masks.to_multihead_attn_mask(keys_only)
+    # Without L_k a key dim of 1 is a real length (one key); a query dim of 1 in front of
+    # several keys usually stands for every query, so it needs L_q.
+    assert masks.to_multihead_attn_mask(keys_only).shape == (2, 3, 1)
+    with pytest.raises(attn_lib.MaskError, match="L_q="):
+        masks.to_multihead_attn_mask(torch.ones(1, 4, dtype=torch.bool))
 
 
 def test_small_argument_slips_get_clear_errors():

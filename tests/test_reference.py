@@ -298,3 +298,87 @@ def test_compare_with_sdpa(rank, scale):
         torch.testing.assert_close(
             out, F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=scale)
         )
+
+
+# --- every mask attention accepts, at every length (L = 1 included) ------------------------------
+
+
+def _masks_for(B_: int, L_: int) -> dict[str, torch.Tensor]:
+    """Keep-masks that check_mask accepts for (B, L, L) scores, none blocking everything."""
+    lengths = [max(1, L_ - b) for b in range(B_)]
+    pad = padding_mask(lengths, max_len=L_)  # (B, 1, L)
+    return {
+        "causal (L, L)": causal_mask(L_),
+        "padding (B, 1, L)": pad,
+        "padding shared (1, 1, L)": pad[:1],
+        "one key row (1, L)": pad[0],
+        "per query (L, 1)": torch.ones(L_, 1, dtype=torch.bool),
+        "combined (B, L, L)": combine_masks(pad, causal_mask(L_)),
+        "shared (1, L, L)": causal_mask(L_).unsqueeze(0),
+    }
+
+
+PADDING_KINDS = ("padding (B, 1, L)", "padding shared (1, 1, L)", "one key row (1, L)")
+
+
+@pytest.mark.parametrize("L_", [1, 2, 4])
+@pytest.mark.parametrize("B_", [1, 2])
+def test_compare_with_multihead_attention_takes_every_valid_mask(B_, L_):
+    mha = nn.MultiheadAttention(4, 1, batch_first=True)
+    module = from_multihead_attention(mha)
+    x = torch.randn(B_, L_, 4, generator=torch.Generator().manual_seed(L_))
+    for name, keep in _masks_for(B_, L_).items():
+        for as_kpm in (False, True) if name in PADDING_KINDS else (False,):
+            report = compare_with_multihead_attention(
+                module, mha, x, keep, use_key_padding_mask=as_kpm
+            )
+            assert report.output_max_abs_diff < 1e-5, (name, as_kpm)
+            assert report.weights_max_abs_diff < 1e-5, (name, as_kpm)
+
+
+def test_compare_with_multihead_attention_at_length_one():
+    # The adversarial example: a (2, 1, 1) padding mask was refused, asking for L_q=.
+    mha = nn.MultiheadAttention(4, 1, batch_first=True)
+    x = torch.randn(2, 1, 4)
+    for keep in (padding_mask([1, 1]), causal_mask(1)):
+        report = compare_with_multihead_attention(from_multihead_attention(mha), mha, x, keep)
+        assert report.rows_compared == 2 and report.output_max_abs_diff < 1e-6
+
+
+def test_compare_with_multihead_attention_errors_name_only_its_own_arguments():
+    mha = nn.MultiheadAttention(4, 1, batch_first=True)
+    module = from_multihead_attention(mha)
+    x = torch.randn(2, 3, 4)
+    bad = {
+        "per-query mask as key padding": (
+            combine_masks(padding_mask([3, 2]), causal_mask(3)),
+            True,
+        ),
+        "causal as key padding": (causal_mask(3), True),
+        "wrong length": (padding_mask([4, 2]), False),
+        "float mask": (torch.ones(2, 1, 3), False),
+        "blocks everything": (torch.zeros(2, 1, 3, dtype=torch.bool), False),
+    }
+    for name, (keep, as_kpm) in bad.items():
+        with pytest.raises(ValueError) as info:
+            compare_with_multihead_attention(module, mha, x, keep, use_key_padding_mask=as_kpm)
+        message = str(info.value)
+        for foreign in ("L_q=", "L_k=", "B=", "num_heads="):
+            assert foreign not in message, (name, message)
+        if as_kpm:
+            assert "use_key_padding_mask=False" in message, name
+
+
+def test_compare_with_multihead_attention_meta_tensors():
+    mha = nn.MultiheadAttention(4, 1, batch_first=True)
+    module = from_multihead_attention(mha)
+    with pytest.raises(ValueError, match="x is on the meta device"):
+        compare_with_multihead_attention(module, mha, torch.randn(2, 3, 4, device="meta"))
+    with pytest.raises(ValueError, match="mha.in_proj_weight is on the meta device"):
+        compare_with_multihead_attention(module, mha.to("meta"), torch.randn(2, 3, 4))
+
+
+def test_compare_with_sdpa_meta_mask():
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match="mask is on the meta device"):
+        compare_with_sdpa(q, q, q, torch.ones(3, 3, dtype=torch.bool, device="meta"))
