@@ -13,13 +13,10 @@ Shape legend: L_q query length, L_k key length.
 
 from __future__ import annotations
 
-import functools
-import io
 import math
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ParamSpec, Protocol, TypeVar
 
 import matplotlib as _mpl
 import matplotlib.cm as _mpl_cm
@@ -28,13 +25,11 @@ import matplotlib.legend_handler as _mpl_legend_handler
 import matplotlib.lines as _mpl_lines
 import matplotlib.pyplot as plt
 import numpy as np
-import PIL.Image
 import torch
 from matplotlib import colormaps
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.collections import LineCollection
 from matplotlib.colorbar import Colorbar
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
@@ -67,32 +62,6 @@ from .experiments import (
     TokenQKV,
     format_bytes,
 )
-from .training import RunOverview, ScalingExperiment, TrainingRun
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _closes_figures_on_error(plot: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Decorate a ``plot_*`` function: if it raises, close the pyplot figures it opened.
-
-    A pyplot figure is created before it is drawn; without this, a bad argument found while
-    drawing (a step out of range, a wrong shape) would leave a half-drawn figure open, and
-    the next ``plt.show()`` of the notebook would display it too.
-    """
-
-    @functools.wraps(plot)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        before = set(plt.get_fignums())
-        try:
-            return plot(*args, **kwargs)
-        except BaseException:
-            for number in set(plt.get_fignums()) - before:
-                plt.close(number)
-            raise
-
-    return wrapper
-
 
 __all__ = [
     "ATTENTION_CMAP",
@@ -107,8 +76,6 @@ __all__ = [
     "NAN_EDGE",
     "NAN_FACE",
     "SCALING_STYLES",
-    "TRAINING_STYLES",
-    "VECTOR_CMAP",
     "BlitRenderer",
     "ChunkedAttentionView",
     "ConventionView",
@@ -119,7 +86,6 @@ __all__ = [
     "OverflowWeightsPanel",
     "PanelCacheRenderer",
     "RetrievalView",
-    "RunOverviewView",
     "SaturationView",
     "ShapeDiagramLimits",
     "ShapeWalkthroughView",
@@ -131,7 +97,6 @@ __all__ = [
     "add_mask_nan_legend",
     "draw_attention_heatmap",
     "draw_keep_mask",
-    "draw_loss_band",
     "draw_saturation_curves",
     "figure_to_png",
     "freeze_layout",
@@ -149,21 +114,15 @@ __all__ = [
     "plot_dropout_setting",
     "plot_gradient_quantiles",
     "plot_keep_masks",
-    "plot_learned_weights",
-    "plot_loss_bands",
-    "plot_loss_grid",
     "plot_mask_gallery",
     "plot_mask_setting",
     "plot_memory_vs_length",
     "plot_path_lengths_and_pairs",
     "plot_retrieval",
     "plot_retrieval_gallery",
-    "plot_retrieval_task",
-    "plot_run_overview",
     "plot_saturation_curves",
     "plot_saturation_rows",
     "plot_saturation_view",
-    "plot_seed_curves",
     "plot_shape_gallery",
     "plot_shape_walkthrough",
     "plot_softmax_bars_gallery",
@@ -171,7 +130,6 @@ __all__ = [
     "plot_softmax_overflow_gallery",
     "plot_token_attention_gallery",
     "plot_token_qkv",
-    "plot_training_diagnostics",
     "plot_vectors_2d",
     "plot_walk_gallery",
     "plot_weights_and_row_sums",
@@ -180,541 +138,35 @@ __all__ = [
     "walk_step_text",
 ]
 
-# The one colormap for attention weights in the whole series: sequential, perceptually
-# uniform, readable in greyscale and by most colour-blind readers.
-ATTENTION_CMAP = "viridis"
-MASKED_COLOR = (0.80, 0.80, 0.80, 1.0)  # light grey, not a colour viridis uses
-MASKED_MARK = "×"
-_MASK_LEGEND = f"grey {MASKED_MARK} = masked (blocked): its weight should be 0"
-_VISIBLE_WEIGHT = 0.005  # a masked cell with at least this weight shows it: "× 0.25"
-_TEXT_DARK_BELOW = 0.6
-_CBAR_TICKS = [0.0, 0.25, 0.5, 0.75, 1.0]  # viridis is dark below ~0.6: write white numbers there
-
-
-def _weights_colorbar(
-    fig: Figure, mappable: object, ax: object, *, fraction: float = 0.02, pad: float = 0.02
-) -> Colorbar:
-    """The series' colorbar of attention weights (0 to 1) beside ``ax`` (one or several axes)."""
-    cbar = fig.colorbar(mappable, ax=ax, fraction=fraction, pad=pad)
-    cbar.set_label("attention weight (0 to 1)")
-    cbar.set_ticks(_CBAR_TICKS)
-    return cbar
-
-
-def _to_numpy(t: torch.Tensor | np.ndarray) -> np.ndarray:
-    return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-
-
-def _as_numpy_2d(t: torch.Tensor | np.ndarray, name: str) -> np.ndarray:
-    a = _to_numpy(t)
-    if a.ndim != 2:
-        raise ValueError(
-            f"{name} must be 2-D (L_q, L_k), got shape {a.shape}; pick one batch element, "
-            f"e.g. weights[0]."
-        )
-    return a
-
-
-def _keep_array(keep: torch.Tensor | np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
-    if keep is None:
-        return np.ones(shape, dtype=bool)
-    k = _as_numpy_2d(keep, "keep").astype(bool)
-    if k.shape != shape:
-        raise ValueError(f"keep has shape {k.shape} but the weights have shape {shape}.")
-    return k
-
-
-def _overlay_rgba(keep: np.ndarray) -> np.ndarray:
-    """(L_q, L_k, 4): opaque grey where blocked, fully transparent where kept."""
-    rgba = np.zeros((*keep.shape, 4))
-    rgba[~keep] = MASKED_COLOR
-    return rgba
-
-
-def _labels(labels: Sequence[str] | None, n: int) -> list[str]:
-    if labels is None:
-        return [str(i) for i in range(n)]
-    labels = [str(s) for s in labels]
-    if len(labels) != n:
-        raise ValueError(f"expected {n} labels, got {len(labels)}: {labels}.")
-    return labels
-
-
-@dataclass
-class HeatmapArtists:
-    """The artists of one attention heatmap, kept so that it can be updated in place.
-
-    Attributes:
-        ax: the axes.
-        image: the weights, drawn with ATTENTION_CMAP on a 0–1 scale.
-        overlay: grey RGBA layer over the masked cells (transparent elsewhere).
-        texts: (L_q, L_k) cell labels: the weight with 2 decimals; "×" if masked
-            (followed by the weight if a masked cell still carries one, a bug).
-        colorbar: the 0–1 colorbar, or None.
-        legend: the figure legend explaining "×", or None.
-    """
-
-    ax: Axes
-    image: AxesImage
-    overlay: AxesImage
-    texts: list[list[Text]]
-    colorbar: Colorbar | None
-    legend: Legend | None
-
-
-def add_mask_legend(fig: Figure) -> Legend:
-    """Add one legend under the figure saying what a grey "×" cell means.
-
-    Returns:
-        The figure legend, placed outside the axes at the bottom (constrained layout
-        makes room for it).
-
-    Source: matplotlib ``Figure.legend`` with ``loc="outside lower center"``.
-    """
-    return fig.legend(
-        handles=[Patch(facecolor=MASKED_COLOR, edgecolor="0.4", label=_MASK_LEGEND)],
-        loc="outside lower center",
-        frameon=False,
-        fontsize=10,
-        handlelength=1.5,
-    )
-
-
-def draw_attention_heatmap(
-    ax: Axes,
-    weights: torch.Tensor | np.ndarray,
-    keep: torch.Tensor | np.ndarray | None = None,
-    *,
-    query_labels: Sequence[str] | None = None,
-    key_labels: Sequence[str] | None = None,
-    title: str = "attention weights",
-    colorbar: bool = True,
-    annotate: bool = True,
-    mask_legend: bool | None = None,
-) -> HeatmapArtists:
-    """Draw one (L_q, L_k) matrix of attention weights as a labelled heatmap.
-
-    Queries run down the y axis (row i = query i), keys along the x axis. The
-    colour scale is fixed to 0–1 with :data:`ATTENTION_CMAP`, so heatmaps are
-    comparable across figures. Cells where ``keep`` is False are painted grey
-    and marked "×"; if such a cell still has a weight of 0.005 or more (a
-    masking bug), the weight is written after the "×".
-
-    Args:
-        ax: axes to draw on.
-        weights: (L_q, L_k), values in [0, 1] (one batch element).
-        keep: (L_q, L_k) bool keep-mask (True = may attend), or None for no mask.
-        query_labels, key_labels: tick labels, default "0", "1", ….
-        title: axes title.
-        colorbar: add a colorbar labelled "attention weight" with limits 0 and 1.
-        annotate: write each weight (2 decimals) in its cell.
-        mask_legend: add a figure legend under the axes explaining the "×" cells:
-            None (default) when some cell is masked, True always, False never.
-
-    Returns:
-        HeatmapArtists, for :func:`update_attention_heatmap`.
-
-    Raises:
-        ValueError: weights or keep not 2-D, or shapes or label counts that differ.
-
-    Source: STYLE.md of this series (queries on y, keys on x, one colormap, 0–1).
-    """
-    w = _as_numpy_2d(weights, "weights")
-    k = _keep_array(keep, w.shape)
-    L_q, L_k = w.shape
-    image = ax.imshow(
-        w, cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto"
-    )
-    overlay = ax.imshow(_overlay_rgba(k), interpolation="nearest", aspect="auto")
-    ax.set_xticks(range(L_k), _labels(key_labels, L_k))
-    ax.set_yticks(range(L_q), _labels(query_labels, L_q))
-    ax.set_xlabel("key position j (attended to)")
-    ax.set_ylabel("query position i (attending)")
-    ax.set_title(title)
-    ax.tick_params(length=0)
-    texts = [
-        [
-            ax.text(j, i, "", ha="center", va="center", fontsize=10, visible=annotate)
-            for j in range(L_k)
-        ]
-        for i in range(L_q)
-    ]
-    cbar = None
-    if colorbar:
-        cbar = _weights_colorbar(ax.figure, image, ax, fraction=0.046, pad=0.04)
-    if mask_legend is None:
-        mask_legend = not bool(k.all())
-    legend = add_mask_legend(ax.figure) if mask_legend else None
-    artists = HeatmapArtists(ax, image, overlay, texts, cbar, legend)
-    _fill_cells(artists, w, k)
-    return artists
-
-
-def _fill_cells(artists: HeatmapArtists, w: np.ndarray, k: np.ndarray) -> None:
-    for i, row in enumerate(artists.texts):
-        for j, text in enumerate(row):
-            if k[i, j]:
-                text.set_text(f"{w[i, j]:.2f}")
-                text.set_color("white" if w[i, j] < _TEXT_DARK_BELOW else "black")
-                text.set_fontsize(10)
-            elif abs(w[i, j]) < _VISIBLE_WEIGHT:
-                text.set_text(MASKED_MARK)
-                text.set_color("0.25")
-                text.set_fontsize(14)
-            else:
-                # A blocked cell that still carries weight is a bug worth seeing.
-                text.set_text(f"{MASKED_MARK} {w[i, j]:.2f}")
-                text.set_color("black")
-                text.set_fontsize(10)
-
-
-def update_attention_heatmap(
-    artists: HeatmapArtists,
-    weights: torch.Tensor | np.ndarray,
-    keep: torch.Tensor | np.ndarray | None = None,
-    *,
-    key_labels: Sequence[str] | None = None,
-    title: str | None = None,
-) -> None:
-    """Redraw a heatmap made by :func:`draw_attention_heatmap` with new weights, in place.
-
-    Only the artists' data change (image, overlay, cell texts, tick labels,
-    title); no axes are cleared and nothing new is created, so a dashboard can
-    call this on every control change.
-
-    Args:
-        artists: from draw_attention_heatmap.
-        weights: (L_q, L_k), same shape as the first drawing.
-        keep: (L_q, L_k) bool keep-mask or None.
-        key_labels: new key tick labels, or None to keep them.
-        title: new axes title, or None to keep it.
-
-    Raises:
-        ValueError: a shape different from the first drawing.
-
-    Source: matplotlib ``AxesImage.set_data`` (update in place instead of redrawing axes).
-    """
-    w = _as_numpy_2d(weights, "weights")
-    old = artists.image.get_array().shape
-    if w.shape != tuple(old):
-        raise ValueError(f"weights have shape {w.shape}; this heatmap was drawn for {old}.")
-    k = _keep_array(keep, w.shape)
-    artists.image.set_data(w)
-    artists.overlay.set_data(_overlay_rgba(k))
-    if key_labels is not None:
-        artists.ax.set_xticks(range(w.shape[1]), _labels(key_labels, w.shape[1]))
-    if title is not None:
-        artists.ax.set_title(title)
-    _fill_cells(artists, w, k)
-
-
-@_closes_figures_on_error
-def plot_attention(
-    weights: torch.Tensor | np.ndarray,
-    keep: torch.Tensor | np.ndarray | None = None,
-    *,
-    title: str = "attention weights",
-    query_labels: Sequence[str] | None = None,
-    key_labels: Sequence[str] | None = None,
-    figsize: tuple[float, float] = (5.2, 4.3),
-) -> Figure:
-    """One labelled heatmap in a new pyplot figure (end the cell with ``plt.show()``).
-
-    Args:
-        weights: (L_q, L_k) attention weights of one batch element.
-        keep: (L_q, L_k) bool keep-mask, or None.
-        title, query_labels, key_labels: as :func:`draw_attention_heatmap`.
-        figsize: inches.
-
-    Returns:
-        The figure (registered with pyplot).
-
-    Raises:
-        ValueError: as :func:`draw_attention_heatmap`.
-
-    Source: STYLE.md of this series (heatmap conventions).
-    """
-    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
-    draw_attention_heatmap(
-        ax, weights, keep, query_labels=query_labels, key_labels=key_labels, title=title
-    )
-    return fig
-
-
-@_closes_figures_on_error
-def plot_attention_gallery(
-    panels: Sequence[tuple[torch.Tensor, torch.Tensor | None, str]],
-    *,
-    suptitle: str | None = None,
-    key_labels: Sequence[Sequence[str] | None] | None = None,
-    panel_size: float = 3.3,
-) -> Figure:
-    """Several heatmaps side by side on the same 0–1 scale, with one shared colorbar.
-
-    Args:
-        panels: (weights (L_q, L_k), keep (L_q, L_k) or None, title) per panel.
-        suptitle: a title over all panels.
-        key_labels: per panel, key tick labels or None.
-        panel_size: width of one panel in inches.
-
-    Returns:
-        A pyplot figure with one heatmap per panel.
-
-    Raises:
-        ValueError: no panels, or key_labels of another length.
-
-    Source: STYLE.md of this series (one colormap, 0–1, masked cells marked).
-    """
-    if not panels:
-        raise ValueError("give at least one panel.")
-    n = len(panels)
-    key_labels = [None] * n if key_labels is None else list(key_labels)
-    if len(key_labels) != n:
-        raise ValueError(f"key_labels has {len(key_labels)} entries for {n} panels.")
-    fig, axes = plt.subplots(
-        1, n, figsize=(panel_size * n + 1.0, panel_size + 1.0), layout="constrained", squeeze=False
-    )
-    drawn = []
-    for ax, (weights, keep, title), labels in zip(axes[0], panels, key_labels, strict=True):
-        drawn.append(
-            draw_attention_heatmap(
-                ax,
-                weights,
-                keep,
-                title=title,
-                key_labels=labels,
-                colorbar=False,
-                mask_legend=False,
-            )
-        )
-        if ax is not axes[0][0]:
-            ax.set_ylabel("")
-    _weights_colorbar(fig, drawn[0].image, list(axes[0]))
-    if any(keep is not None and not bool(torch.as_tensor(keep).all()) for _, keep, _ in panels):
-        add_mask_legend(fig)
-    if suptitle:
-        fig.suptitle(suptitle)
-    return fig
-
-
-class _SettingLike(Protocol):
-    weights: torch.Tensor
-    row_sums: torch.Tensor
-    keep: torch.Tensor
-    key_labels: tuple[str, ...]
-
-    @property
-    def title(self) -> str: ...
-
-
-def _row_sums_axis(
-    ax: Axes,
-    L: int,
-    *,
-    xmax: float,
-    xticks: Sequence[float],
-    text_x: float,
-    text_color: str,
-    bar_color: str = "0.55",
-) -> tuple[BarContainer, Line2D, list[Text]]:
-    """A horizontal bar per query row (empty), a dashed line at 1 and an empty number per row.
-
-    Returns:
-        (bars, the line at 1, the row texts), for a view to update.
-    """
-    positions = np.arange(L)
-    bars = ax.barh(positions, np.zeros(L), color=bar_color, height=0.6)
-    one_line = ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
-    ax.set_xlim(0.0, xmax)
-    ax.set_xticks(xticks)
-    ax.set_ylim(L - 0.5, -0.5)  # row 0 at the top, as in the heatmap
-    ax.set_yticks(positions, [str(i) for i in positions])
-    ax.set_ylabel("query position i")
-    ax.set_xlabel("sum of row i's weights (--- = 1)")
-    ax.set_title("row sums")
-    texts = [
-        ax.text(text_x, i, "", ha="left", va="center", color=text_color, fontsize=10)
-        for i in positions
-    ]
-    return bars, one_line, texts
-
-
-class WeightsRowSumsView:
-    """A heatmap of one setting's weights beside a bar chart of its row sums, updatable.
-
-    Built once on a figure; :meth:`update` changes only the artists' data, so a
-    dashboard can redraw the same figure for every control change.
-
-    Args:
-        fig: the figure to draw into (a plain ``matplotlib.figure.Figure`` for a
-            dashboard, or a pyplot figure for a static cell); it must be empty.
-        L: number of query and key positions (square weights, self-attention).
-        mask_legend: show the legend explaining masked cells (a dashboard keeps it
-            always, so that its layout does not jump between settings).
-
-    Source: article section 3.3 (the row-sum check); STYLE.md of this series.
-    """
-
-    def __init__(self, fig: Figure, L: int, *, mask_legend: bool = True) -> None:
-        self.fig = fig
-        self.L = L
-        ax_w, ax_s = fig.subplots(1, 2, width_ratios=[1.35, 1.0])
-        fig.get_layout_engine().set(wspace=0.08)  # room between the colorbar label and the bars
-        self.heatmap = draw_attention_heatmap(
-            ax_w, np.zeros((L, L)), None, title="attention weights", mask_legend=mask_legend
-        )
-        self.bars, self.one_line, self.sum_texts = _row_sums_axis(
-            ax_s, L, xmax=1.25, xticks=[0.0, 0.5, 1.0], text_x=0.02, text_color="white"
-        )
-        self.ax_sums = ax_s
-        self.suptitle = fig.suptitle("")
-
-    @property
-    def dynamic_artists(self) -> list[Artist]:
-        """The artists :meth:`update` changes (tick labels aside), in drawing order."""
-        cells = [t for row in self.heatmap.texts for t in row]
-        # Spines and the reference line are redrawn too, so that they stay on top of the
-        # image and the bars exactly as in a full draw.
-        return [
-            self.heatmap.image, self.heatmap.overlay, *self.heatmap.ax.spines.values(), *cells,
-            *self.bars.patches, self.one_line, *self.ax_sums.spines.values(), *self.sum_texts,
-            self.suptitle,
-        ]  # fmt: skip
-
-    def update(self, result: _SettingLike) -> None:
-        """Show one setting: weights (L, L), keep (L, L), row_sums (L,), key_labels, title."""
-        update_attention_heatmap(
-            self.heatmap, result.weights, result.keep, key_labels=result.key_labels
-        )
-        sums = result.row_sums.detach().cpu().numpy()
-        for bar, text, s in zip(self.bars.patches, self.sum_texts, sums, strict=True):
-            bar.set_width(float(s))
-            text.set_text(f"{s:.4f}")
-        self.suptitle.set_text(result.title)
-
-
-def new_figure(figsize: tuple[float, float] = (8.4, 3.9), dpi: float = 80) -> Figure:
-    """A figure that pyplot does not know about (no leak, no inline auto-display).
-
-    Dashboards build one with this, lay it out once with :func:`freeze_layout`, then
-    update its artists and render it with :func:`figure_to_png`.
-
-    Args:
-        figsize: inches.
-        dpi: dots per inch, which sets the size of the PNG.
-
-    Returns:
-        A ``matplotlib.figure.Figure`` with constrained layout and an Agg canvas.
-
-    Source: matplotlib docs, the web-application-server example (a Figure without pyplot).
-    """
-    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    FigureCanvasAgg(fig)  # attaches itself as fig.canvas
-    return fig
-
-
-def freeze_layout(fig: Figure) -> None:
-    """Run the figure's layout engine once, then keep the axes where they are.
-
-    Constrained layout costs tens of milliseconds per draw; a dashboard whose
-    labels keep their size between updates only needs it once.
-
-    Source: matplotlib ``Figure.set_layout_engine``.
-    """
-    fig.draw_without_rendering()
-    fig.set_layout_engine("none")
-
-
-def figure_to_png(fig: Figure) -> bytes:
-    """Render a figure at its own dpi to PNG bytes (they start with b"\\x89PNG").
-
-    One Agg draw and a fast PNG encoding (compression level 1): this is what a
-    dashboard pays per update.
-
-    Returns:
-        PNG bytes (RGBA, width × height = figsize × dpi).
-
-    Source: matplotlib ``FigureCanvasAgg.buffer_rgba``; Pillow ``Image.save`` (PNG).
-    """
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    canvas.draw()
-    return _encode_png(canvas)
-
-
-def _encode_png(canvas: FigureCanvasAgg) -> bytes:
-    width, height = canvas.get_width_height()
-    image = PIL.Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    buf = io.BytesIO()
-    image.save(buf, format="png", compress_level=1)
-    return buf.getvalue()
-
-
-class BlitRenderer:
-    """Render a figure to PNG by redrawing only the artists that change.
-
-    The artists named ``dynamic`` are marked animated, so a full draw leaves them
-    out; that draw (the background: axes, ticks, labels, colorbar, legend) is
-    rendered once per ``background_key`` and cached, and each later render pastes
-    it back and draws only the dynamic artists on top. Text rendering dominates
-    the cost of a small figure, and most of its text never changes.
-
-    Use it only on a figure whose layout is frozen (:func:`freeze_layout`) and
-    whose non-dynamic artists change only together with ``background_key``.
-
-    Args:
-        fig: a figure with an Agg canvas (see :func:`new_figure`).
-        dynamic: the artists whose data change between renders, in drawing order.
-
-    Source: matplotlib tutorial "Faster rendering by using blitting".
-    """
-
-    def __init__(self, fig: Figure, dynamic: Sequence[Artist]) -> None:
-        self.fig = fig
-        self.dynamic = list(dynamic)
-        for artist in self.dynamic:
-            artist.set_animated(True)
-        self._backgrounds: dict[object, object] = {}
-
-    def _paste_background(self, background_key: object) -> FigureCanvasAgg:
-        """Paste the cached static part under ``background_key`` (drawn on first use)."""
-        canvas = self.fig.canvas
-        if background_key in self._backgrounds:
-            canvas.restore_region(self._backgrounds[background_key])
-        else:
-            canvas.draw()  # animated (dynamic) artists are skipped
-            self._backgrounds[background_key] = canvas.copy_from_bbox(self.fig.bbox)
-        return canvas
-
-    def render(self, background_key: object = None) -> bytes:
-        """PNG bytes of the figure as it is now; ``background_key`` names its static part."""
-        canvas = self._paste_background(background_key)
-        for artist in self.dynamic:
-            self.fig.draw_artist(artist)
-        return _encode_png(canvas)
-
-
-@_closes_figures_on_error
-def plot_weights_and_row_sums(
-    result: _SettingLike, figsize: tuple[float, float] = (8.4, 3.9)
-) -> Figure:
-    """A static pyplot rendering of one setting: the same view a dashboard shows.
-
-    Args:
-        result: e.g. :func:`attn_lib.data.example_setting` (weights (L, L), row_sums (L,),
-            keep (L, L), key_labels, title).
-        figsize: inches.
-
-    Returns:
-        The pyplot figure (end the cell with ``plt.show()``).
-
-    Source: article section 3.3 (weights and their row sums); STYLE.md of this series.
-    """
-    fig = plt.figure(figsize=figsize, layout="constrained")
-    masked = not bool(torch.as_tensor(result.keep).all())
-    view = WeightsRowSumsView(fig, result.weights.shape[-1], mask_legend=masked)
-    view.update(result)
-    return fig
-
+from .lessons._figures import (
+    _MASK_LEGEND,
+    _TEXT_DARK_BELOW,
+    _VISIBLE_WEIGHT,
+    ATTENTION_CMAP,
+    MASKED_COLOR,
+    MASKED_MARK,
+    BlitRenderer,
+    HeatmapArtists,
+    WeightsRowSumsView,
+    _as_numpy_2d,
+    _closes_figures_on_error,
+    _encode_png,
+    _fill_cells,
+    _keep_array,
+    _labels,
+    _row_sums_axis,
+    _to_numpy,
+    _weights_colorbar,
+    add_mask_legend,
+    draw_attention_heatmap,
+    figure_to_png,
+    freeze_layout,
+    new_figure,
+    plot_attention,
+    plot_attention_gallery,
+    plot_weights_and_row_sums,
+    update_attention_heatmap,
+)
 
 # ---------------------------------------------------------------------------
 # Notebook 02: one token's query, key and value, and what a bias does to them
@@ -2033,7 +1485,6 @@ class ConventionView:
     """
 
     def __init__(self, fig: Figure, L: int = 4) -> None:
-        from matplotlib.patches import Rectangle
 
         self.fig = fig
         self.L = L
@@ -2816,7 +2267,6 @@ class _ShapeBox:
 
     def __init__(self, ax: Axes, step: str, max_B: int) -> None:
         from matplotlib.colors import to_rgb
-        from matplotlib.patches import Rectangle
 
         color = np.asarray(to_rgb(_SHAPE_COLORS[step]))
         front = (*(0.55 + 0.45 * color), 1.0)  # opaque tints of the step's colour
@@ -3403,7 +2853,6 @@ class DropoutView:
         axes: tuple[Axes, Axes] | None = None,
         legend: bool = True,
     ) -> None:
-        from matplotlib.patches import Rectangle  # this section's own import
 
         self.fig = fig
         self.L = L
@@ -3735,538 +3184,6 @@ def plot_softmax_overflow_gallery(
         ax.tick_params(axis="x", labelsize=8)
     fig.legend(handles=_overflow_legend_handles(), loc="outside lower center", ncols=3,
                frameon=False, fontsize=9)  # fmt: skip
-    if suptitle:
-        fig.suptitle(suptitle)
-    return fig
-
-
-# ---------------------------------------------------------------------------
-# Notebook 09: does scaling matter in training? (article section 4.3)
-# ---------------------------------------------------------------------------
-
-
-# One style per training setting, the same in every figure of notebook 09; the colours of
-# "scaled" and "unscaled" are notebook 03's "÷ √d_k" and "none" (Okabe-Ito palette).
-TRAINING_STYLES: dict[str, dict[str, str]] = {
-    "scaled": {"label": "scaled (÷√d_k)", "color": "#0072B2", "linestyle": "-"},
-    "unscaled": {"label": "unscaled", "color": "#D55E00", "linestyle": "--"},
-    "unscaled_init": {
-        "label": "unscaled, W_Q init ÷√d_k", "color": "#CC79A7", "linestyle": "-.",
-    },
-    "unscaled_reparam": {
-        "label": "unscaled, W_Q init and step ÷√d_k", "color": "#009E73", "linestyle": ":",
-    },
-}  # fmt: skip
-# Diverging colormap for vectors with signed entries (never ATTENTION_CMAP: that one is for
-# weights in [0, 1]).
-VECTOR_CMAP = "RdBu_r"
-# Further curves of a setting already shown (e.g. another learning rate): Okabe-Ito too.
-_EXTRA_COLORS = ("#E69F00", "#009E73", "#56B4E9")
-_LOSS_YLIM = (5e-4, 3.0)  # every smoothed-loss quantile of notebook 09 lies in this range
-_TARGET_EDGE = "black"
-
-
-def _training_style(setting: str) -> dict[str, str]:
-    if setting not in TRAINING_STYLES:
-        raise ValueError(f"setting must be one of {tuple(TRAINING_STYLES)}, got {setting!r}.")
-    return TRAINING_STYLES[setting]
-
-
-def _plain_log_y(ax: Axes) -> None:
-    """A log y axis labelled 0.001, 0.01, 0.1, 1 (plain numbers, no minor ticks).
-
-    Plain labels read more easily than 10⁻³ and skip mathtext, which made up half the cost
-    of drawing notebook 09's grid of panels.
-    """
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, numticks=10))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-    ax.yaxis.set_minor_locator(NullLocator())
-
-
-def _loss_axis(ax: Axes, threshold: float, baseline: float, *, labels: bool = True) -> None:
-    """Log-y loss axis with the threshold (dashed) and the uniform-weights baseline (dotted)."""
-    _plain_log_y(ax)
-    ax.set_ylim(*_LOSS_YLIM)
-    ax.axhline(baseline, color="0.35", linestyle=":", linewidth=1)
-    ax.axhline(threshold, color="black", linestyle="--", linewidth=1)
-    if labels:
-        ax.text(0.98, baseline, "uniform weights", transform=ax.get_yaxis_transform(),
-                fontsize=8, ha="right", va="bottom", color="0.3")  # fmt: skip
-        ax.text(0.98, threshold, "threshold", transform=ax.get_yaxis_transform(),
-                fontsize=8, ha="right", va="bottom", color="0.1")  # fmt: skip
-    ax.grid(alpha=0.3, which="major")
-
-
-def _stall_count(run: TrainingRun, threshold: float, window: int) -> int:
-    return int((run.loss[-window:].mean(dim=0) > threshold).sum())
-
-
-def draw_loss_band(ax: Axes, run: TrainingRun, *, label: str | None = None,
-                   emphasis: bool = True) -> list[Artist]:  # fmt: skip
-    """Draw one run's median smoothed loss and its interquartile band over seeds on ``ax``.
-
-    Args:
-        ax: axes (give them a log y axis, e.g. with the threshold lines of notebook 09).
-        run: a TrainingRun (S seeds): its ``band("loss")`` is drawn.
-        label: legend label; default the setting's label.
-        emphasis: a thick median and a shaded band (True), or a thin median only.
-
-    Returns:
-        The artists drawn (the band, if any, then the median line).
-
-    Source: notebook 09 of this series (median and IQR band: robust to the odd seed).
-    """
-    style = _training_style(run.setting)
-    band = run.band("loss").numpy()  # (3, steps)
-    t = np.arange(band.shape[1])
-    artists: list[Artist] = []
-    if emphasis:
-        artists.append(ax.fill_between(t, band[0], band[2], color=style["color"], alpha=0.2,
-                                       linewidth=0))  # fmt: skip
-    (line,) = ax.plot(t, band[1], color=style["color"], linestyle=style["linestyle"],
-                      linewidth=2.0 if emphasis else 1.0,
-                      label=style["label"] if label is None else label)  # fmt: skip
-    artists.append(line)
-    return artists
-
-
-@_closes_figures_on_error
-def plot_retrieval_task(
-    keys: torch.Tensor,
-    query: torch.Tensor,
-    values: torch.Tensor,
-    target: int,
-    *,
-    figsize: tuple[float, float] = (11.0, 4.6),
-) -> Figure:
-    """One retrieval task as a picture: the keys, the query, their dot products, the target.
-
-    Four panels: the L key contents (rows, entries in a diverging colormap), the query
-    under them (a noisy copy of key ``target``), the dot products query · key_i as bars
-    (the target's bar dark), and the L values with the target row outlined: the model
-    must output that row.
-
-    Args:
-        keys: (L, d_model) key contents.
-        query: (d_model,) the query.
-        values: (L, d_v) the values.
-        target: index of the key the query copies.
-        figsize: inches.
-
-    Returns:
-        A pyplot figure (end the cell with ``plt.show()``).
-
-    Raises:
-        ValueError: shapes that do not fit together, or a target outside [0, L).
-
-    Source: notebook 09 of this series (the task of attn_lib.training).
-    """
-    k, q, v = _to_numpy(keys), _to_numpy(query), _to_numpy(values)
-    if k.ndim != 2 or q.shape != (k.shape[1],) or v.ndim != 2 or v.shape[0] != k.shape[0]:
-        raise ValueError(
-            f"expected keys (L, d_model), query (d_model,), values (L, d_v); got "
-            f"{k.shape}, {q.shape}, {v.shape}."
-        )
-    L = k.shape[0]
-    if not 0 <= target < L:
-        raise ValueError(f"target must be in [0, {L}), got {target}.")
-    top = float(max(np.abs(k).max(), np.abs(q).max(), np.abs(v).max()))
-    fig = plt.figure(figsize=figsize, layout="constrained")
-    axd = fig.subplot_mosaic(
-        [["keys", "dots", "values"], ["query", "note", "values"]],
-        height_ratios=[L, 1.6], width_ratios=[1.0, 0.8, 1.0],
-    )  # fmt: skip
-    key_labels = [f"key {i}" for i in range(L)]
-    image = axd["keys"].imshow(k, cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
-    axd["keys"].set_yticks(range(L), key_labels)
-    axd["keys"].set_xticks([])
-    axd["keys"].set_title("key contents (one row per key)")
-    axd["query"].imshow(q[None, :], cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
-    axd["query"].set_yticks([0], ["query"])
-    axd["query"].set_xticks(range(k.shape[1]))
-    axd["query"].set_xlabel("feature (0 … d_model − 1)")
-    axd["query"].set_title(f"query: a noisy copy of key {target}", fontsize=10)
-    for name, width in (("keys", k.shape[1]), ("values", v.shape[1])):
-        axd[name].add_patch(Rectangle((-0.5, target - 0.5), width, 1.0, fill=False,
-                                      edgecolor=_TARGET_EDGE, linewidth=2.5))  # fmt: skip
-    dots = k @ q
-    colors = ["0.25" if i == target else "0.7" for i in range(L)]
-    axd["dots"].barh(range(L), dots, color=colors, height=0.6)
-    axd["dots"].axvline(0.0, color="black", linewidth=0.8)
-    axd["dots"].set_ylim(L - 0.5, -0.5)
-    axd["dots"].set_yticks(range(L), key_labels)
-    axd["dots"].set_xlabel("query · key content")
-    axd["dots"].set_title("similarity to the query")
-    axd["note"].axis("off")
-    axd["note"].text(0.5, 0.5, "dark bar: the matching key\noutlined row: the target",
-                     ha="center", va="center", fontsize=9)  # fmt: skip
-    axd["values"].imshow(v, cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
-    axd["values"].set_yticks(range(L), [f"value {i}" for i in range(L)])
-    axd["values"].set_xticks(range(v.shape[1]))
-    axd["values"].set_xlabel("entry (0 … d_v − 1)")
-    axd["values"].set_title(f"values: the target is value {target}")
-    cbar = fig.colorbar(image, ax=[axd["values"]], fraction=0.05, pad=0.02)
-    cbar.set_label("entry (signed)")
-    fig.suptitle("One retrieval task: find the key the query copies, return its value")
-    return fig
-
-
-@_closes_figures_on_error
-def plot_loss_grid(
-    experiment: ScalingExperiment,
-    threshold: float,
-    baseline: float,
-    *,
-    window: int = 10,
-    panel_size: tuple[float, float] = (2.9, 2.1),
-) -> Figure:
-    """Median smoothed loss and its IQR band, one small panel per (setting, d_k).
-
-    Rows are the settings, columns the values of d_k; every panel has the same log y
-    axis, the threshold (dashed) and the uniform-weights loss (dotted), and says in its
-    corner how many runs ended above the threshold ("stalled k/S").
-
-    Args:
-        experiment: a ScalingExperiment.
-        threshold, baseline: the task's threshold and uniform-weights loss.
-        window: steps in the trailing mean used for "stalled" (the task's window).
-        panel_size: inches per panel.
-
-    Returns:
-        A pyplot figure.
-
-    Source: notebook 09 of this series.
-    """
-    rows, cols = len(experiment.settings), len(experiment.d_ks)
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(panel_size[0] * cols + 0.6, panel_size[1] * rows + 0.8),
-        layout="constrained", sharex=True, sharey=True, squeeze=False,
-    )  # fmt: skip
-    for i, setting in enumerate(experiment.settings):
-        for j, d_k in enumerate(experiment.d_ks):
-            ax, run = axes[i][j], experiment[setting, d_k]
-            _loss_axis(ax, threshold, baseline, labels=(i == 0 and j == 0))
-            draw_loss_band(ax, run)
-            n = _stall_count(run, threshold, window)
-            ax.text(0.97, 0.04, f"stalled {n}/{run.n_seeds}", transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize=9,
-                    color="#B00000" if n else "black")  # fmt: skip
-            if i == 0:
-                ax.set_title(f"d_k = {d_k}")
-            if i == rows - 1:
-                ax.set_xlabel("optimizer step")
-            if j == 0:
-                ax.set_ylabel(f"{_training_style(setting)['label']}\nloss (log scale)",
-                              fontsize=9)  # fmt: skip
-    fig.suptitle("Training loss over seeds: median (line) and interquartile band, "
-                 f"trailing mean over {window} steps")  # fmt: skip
-    return fig
-
-
-@_closes_figures_on_error
-def plot_seed_curves(
-    runs: Sequence[TrainingRun],
-    threshold: float,
-    baseline: float,
-    *,
-    window: int = 10,
-    panel_size: tuple[float, float] = (4.6, 3.3),
-) -> Figure:
-    """Every seed's smoothed loss curve, one panel per run, stalled seeds in red.
-
-    Args:
-        runs: TrainingRuns to show side by side.
-        threshold, baseline: the task's threshold and uniform-weights loss.
-        window: steps of the trailing mean (the task's window).
-        panel_size: inches per panel.
-
-    Returns:
-        A pyplot figure.
-
-    Raises:
-        ValueError: no runs.
-
-    Source: notebook 09 of this series (what "oscillates or stalls" looks like, seed by seed).
-    """
-    if not runs:
-        raise ValueError("give at least one run.")
-    n = len(runs)
-    fig, axes = plt.subplots(1, n, figsize=(panel_size[0] * n + 0.4, panel_size[1]),
-                             layout="constrained", sharey=True, squeeze=False)  # fmt: skip
-    for j, (ax, run) in enumerate(zip(axes[0], runs, strict=True)):
-        _loss_axis(ax, threshold, baseline, labels=(j == 0))
-        curves = run.smoothed_loss().numpy()  # (steps, S)
-        stalled = (run.loss[-window:].mean(dim=0) > threshold).numpy()
-        t = np.arange(curves.shape[0])
-        for s in range(curves.shape[1]):
-            ax.plot(t, curves[:, s], color="#B00000" if stalled[s] else "0.55",
-                    linewidth=1.1 if stalled[s] else 0.8, alpha=0.9)  # fmt: skip
-        ax.set_title(f"{_training_style(run.setting)['label']}, d_k = {run.d_k}: "
-                     f"{int(stalled.sum())}/{run.n_seeds} stalled", fontsize=10)  # fmt: skip
-        ax.set_xlabel("optimizer step")
-        if j == 0:
-            ax.set_ylabel("loss, one line per seed (log scale)")
-    fig.legend(
-        handles=[Line2D([], [], color="0.55", label="ends below the threshold"),
-                 Line2D([], [], color="#B00000", label="ends above it: stalled")],
-        loc="outside lower center", ncols=2, frameon=False, fontsize=9,
-    )  # fmt: skip
-    return fig
-
-
-@_closes_figures_on_error
-def plot_training_diagnostics(
-    experiment: ScalingExperiment,
-    n_keys: int,
-    *,
-    window: int = 10,
-    panel_size: tuple[float, float] = (2.9, 2.4),
-) -> Figure:
-    """Median attention entropy and median W_Q gradient norm over training, per d_k.
-
-    Two rows of panels, one column per d_k, every setting of the experiment in its own
-    style: the entropy of the weight rows (nats; dotted line at log L, a uniform row)
-    and the Frobenius norm of ∂loss/∂W_Q (log scale), both medians over seeds of the
-    trailing mean over ``window`` steps.
-
-    Args:
-        experiment: a ScalingExperiment.
-        n_keys: L, for the log L reference line.
-        window: steps of the trailing mean.
-        panel_size: inches per panel.
-
-    Returns:
-        A pyplot figure.
-
-    Source: notebook 09 of this series; notebook 03 (entropy, gradient through softmax).
-    """
-    cols = len(experiment.d_ks)
-    figsize = (panel_size[0] * cols + 0.6, 2 * panel_size[1] + 1.0)
-    fig, axes = plt.subplots(2, cols, figsize=figsize, layout="constrained", sharex=True,
-                             sharey="row", squeeze=False)  # fmt: skip
-    for j, d_k in enumerate(experiment.d_ks):
-        ax_e, ax_g = axes[0][j], axes[1][j]
-        for setting in experiment.settings:
-            run, style = experiment[setting, d_k], _training_style(setting)
-            t = np.arange(run.steps)
-            kw = {"color": style["color"], "linestyle": style["linestyle"], "linewidth": 1.6}
-            ax_e.plot(t, run.band("entropy", (0.5,))[0].numpy(), label=style["label"], **kw)
-            ax_g.plot(t, run.band("grad_norm_q", (0.5,))[0].numpy(), **kw)
-        ax_e.axhline(np.log(n_keys), color="0.35", linestyle=":", linewidth=1)
-        ax_e.set_ylim(0.0, np.log(n_keys) * 1.12)
-        ax_e.set_title(f"d_k = {d_k}")
-        _plain_log_y(ax_g)
-        ax_g.set_xlabel("optimizer step")
-        for ax in (ax_e, ax_g):
-            ax.grid(alpha=0.3)
-    axes[0][0].text(0.03, np.log(n_keys), f"uniform: log {n_keys}",
-                    transform=axes[0][0].get_yaxis_transform(), fontsize=8, ha="left",
-                    va="bottom", color="0.3")  # fmt: skip
-    axes[0][0].set_ylabel("entropy of a row (nats)")
-    axes[1][0].set_ylabel("‖∂loss/∂W_Q‖ (log scale)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False,
-               fontsize=9)  # fmt: skip
-    fig.suptitle(f"Medians over seeds (trailing mean over {window} steps): entropy of the "
-                 "weights and size of W_Q's gradient")  # fmt: skip
-    return fig
-
-
-@_closes_figures_on_error
-def plot_loss_bands(
-    curves: Sequence[tuple[str, TrainingRun]],
-    threshold: float,
-    baseline: float,
-    *,
-    title: str = "",
-    figsize: tuple[float, float] = (7.0, 3.8),
-) -> Figure:
-    """Several runs' median loss and IQR band on one log axis, each with its own label.
-
-    Args:
-        curves: (label, TrainingRun) pairs; the run's setting chooses colour and line
-            style, so give runs of different settings, or different labels.
-        threshold, baseline: the task's threshold and uniform-weights loss.
-        title: axes title.
-        figsize: inches.
-
-    Returns:
-        A pyplot figure.
-
-    Raises:
-        ValueError: no curves.
-
-    Source: notebook 09 of this series.
-    """
-    if not curves:
-        raise ValueError("give at least one (label, run) pair.")
-    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
-    _loss_axis(ax, threshold, baseline)
-    seen: dict[str, int] = {}
-    for label, run in curves:
-        artists = draw_loss_band(ax, run, label=label)
-        count = seen.get(run.setting, 0)
-        if count:  # another curve of a setting already drawn: its own colour and dots
-            color = _EXTRA_COLORS[(count - 1) % len(_EXTRA_COLORS)]
-            artists[-1].set_color(color)
-            artists[-1].set_linestyle(":")
-            if len(artists) > 1:
-                artists[0].set_color(color)
-        seen[run.setting] = count + 1
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("loss (log scale)")
-    ax.set_title(title)
-    ax.legend(loc="lower left", fontsize=9, frameon=True)
-    return fig
-
-
-class RunOverviewView:
-    """Loss curves of every setting at one d_k (the chosen one with its IQR band) beside
-    the learned weights of its median seed; updatable in place.
-
-    Args:
-        fig: an empty figure (a plain Figure for a dashboard, a pyplot one for a cell).
-        settings: the settings that may be shown (each gets a median line).
-        steps: steps per run.
-        n_keys: L (the heatmap is L × L).
-        threshold, baseline: the task's threshold and uniform-weights loss.
-
-    Source: notebook 09 of this series.
-    """
-
-    def __init__(self, fig: Figure, settings: Sequence[str], steps: int, n_keys: int,
-                 threshold: float, baseline: float) -> None:  # fmt: skip
-        self.fig = fig
-        self.settings = tuple(settings)
-        ax_loss, ax_w = fig.subplots(1, 2, width_ratios=[1.25, 1.0])
-        _loss_axis(ax_loss, threshold, baseline)
-        # The threshold and baseline lines and their labels are redrawn over the curves, and
-        # the band lies above the grid: a blitted update then equals a full redraw.
-        self.reference_lines, self.reference_texts = list(ax_loss.lines), list(ax_loss.texts)
-        for line in self.reference_lines:
-            line.set_zorder(2.5)
-        ax_loss.set_xlim(0, steps - 1)
-        ax_loss.set_xlabel("optimizer step")
-        ax_loss.set_ylabel("loss (log scale)")
-        self.t = np.arange(steps)
-        zeros = np.full(steps, _LOSS_YLIM[0])
-        self.band = PolyCollection([np.zeros((2 * steps, 2))], alpha=0.2, linewidths=0,
-                                   zorder=1.6)  # fmt: skip
-        ax_loss.add_collection(self.band)
-        self.lines: dict[str, Line2D] = {}
-        for s in self.settings:
-            style = _training_style(s)
-            (self.lines[s],) = ax_loss.plot(self.t, zeros, color=style["color"],
-                                            linestyle=style["linestyle"],
-                                            label=style["label"])  # fmt: skip
-        self.legend = ax_loss.legend(loc="lower right", fontsize=8, frameon=True)
-        self.loss_title = ax_loss.set_title("")
-        self.ax_loss = ax_loss
-        # No numbers in the cells: trained weights are 0 or 1 almost everywhere, the colours
-        # say it, and 64 texts would triple the cost of an update.
-        self.heatmap = draw_attention_heatmap(
-            ax_w, np.zeros((n_keys, n_keys)), None, title="", mask_legend=False,
-            key_labels=[str(i) for i in range(n_keys)], annotate=False,
-        )  # fmt: skip
-        ax_w.set_ylabel("query i (a noisy copy of key i)")
-        ax_w.set_xlabel("key j (right answer: j = i, the diagonal)")
-        self.suptitle = fig.suptitle("")
-
-    @property
-    def dynamic_artists(self) -> list[Artist]:
-        """The artists :meth:`update` changes, in drawing order, with the ones that must stay
-        on top of them (reference lines, spines, labels, legend)."""
-        return [
-            self.band, *self.lines.values(), *self.reference_lines,
-            *self.ax_loss.spines.values(), *self.reference_texts, self.loss_title, self.legend,
-            self.heatmap.image, *self.heatmap.ax.spines.values(), self.heatmap.ax.title,
-            self.suptitle,
-        ]  # fmt: skip
-
-    def update(self, overview: RunOverview) -> None:
-        """Show one RunOverview (from :func:`attn_lib.training.run_overview`)."""
-        band = overview.loss_band.numpy()  # (3, steps)
-        lower, upper = np.clip(band[0], *_LOSS_YLIM), np.clip(band[2], *_LOSS_YLIM)
-        verts = np.concatenate([np.stack([self.t, lower], 1), np.stack([self.t, upper], 1)[::-1]])
-        self.band.set_verts([verts])
-        self.band.set_facecolor(_training_style(overview.setting)["color"])
-        for s, line in self.lines.items():
-            chosen = s == overview.setting
-            line.set_ydata(overview.medians[s].numpy())
-            line.set_linewidth(2.4 if chosen else 1.0)
-            line.set_alpha(1.0 if chosen else 0.45)
-        self.loss_title.set_text(f"d_k = {overview.d_k}: median loss of each setting;\n"
-                                 f"band = interquartile range of the chosen one")  # fmt: skip
-        update_attention_heatmap(
-            self.heatmap, overview.weights,
-            title=f"learned weights, median seed (seed {overview.seed})",
-        )  # fmt: skip
-        self.suptitle.set_text(overview.title)
-
-
-@_closes_figures_on_error
-def plot_run_overview(overview: RunOverview, settings: Sequence[str], n_keys: int, *,
-                      figsize: tuple[float, float] = (11.0, 4.4)) -> Figure:  # fmt: skip
-    """A static pyplot rendering of :class:`RunOverviewView` (notebook 09's dashboard).
-
-    Args:
-        overview: from :func:`attn_lib.training.run_overview`.
-        settings: the settings drawn as median lines (those of the experiment).
-        n_keys: L.
-        figsize: inches.
-
-    Returns:
-        The pyplot figure (end the cell with ``plt.show()``).
-
-    Source: notebook 09 of this series.
-    """
-    fig = plt.figure(figsize=figsize, layout="constrained")
-    view = RunOverviewView(fig, settings, overview.steps, n_keys, overview.threshold,
-                           overview.baseline)  # fmt: skip
-    view.update(overview)
-    return fig
-
-
-@_closes_figures_on_error
-def plot_learned_weights(
-    panels: Sequence[tuple[torch.Tensor, str]],
-    *,
-    suptitle: str | None = None,
-    panel_size: float = 2.9,
-) -> Figure:
-    """Learned weights on notebook 09's evaluation example, side by side, one 0–1 colorbar.
-
-    Like :func:`plot_attention_gallery`, without numbers in the cells (trained weights are
-    0 or 1 almost everywhere; the colours say it, as in the dashboard), and with the axes
-    named for the example: query i is a noisy copy of key i, so the right answer is the
-    diagonal.
-
-    Args:
-        panels: (weights (L, L), title) per panel.
-        suptitle: a title over all panels.
-        panel_size: width of one panel in inches.
-
-    Returns:
-        A pyplot figure.
-
-    Raises:
-        ValueError: no panels, or weights that are not 2-D.
-
-    Source: notebook 09 of this series; STYLE.md (queries on y, keys on x, 0–1 colorbar).
-    """
-    if not panels:
-        raise ValueError("give at least one panel.")
-    n = len(panels)
-    fig, axes = plt.subplots(1, n, figsize=(panel_size * n + 1.0, panel_size + 0.9),
-                             layout="constrained", squeeze=False)  # fmt: skip
-    drawn = []
-    for j, (ax, (weights, title)) in enumerate(zip(axes[0], panels, strict=True)):
-        drawn.append(draw_attention_heatmap(ax, weights, None, title=title, colorbar=False,
-                                            annotate=False, mask_legend=False))  # fmt: skip
-        ax.set_xlabel("key j")
-        ax.set_ylabel("query i (copies key i)" if j == 0 else "")
-    _weights_colorbar(fig, drawn[0].image, list(axes[0]))
     if suptitle:
         fig.suptitle(suptitle)
     return fig

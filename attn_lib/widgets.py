@@ -19,15 +19,10 @@ sentence, not a widget repr.
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Iterator, Mapping
 from functools import lru_cache
-from typing import Any
 
 import ipywidgets as widgets
 import torch
-from matplotlib.figure import Figure
 
 from .data import (
     ARTICLE_SEQ_LEN,
@@ -90,7 +85,6 @@ from .plotting import (
     MaskSettingView,
     PanelCacheRenderer,
     RetrievalView,
-    RunOverviewView,
     SaturationView,
     ShapeDiagramLimits,
     ShapeWalkthroughView,
@@ -98,13 +92,12 @@ from .plotting import (
     SoftmaxOverflowView,
     TokenQKVView,
     WeightsRowSumsView,
-    figure_to_png,
     freeze_layout,
     new_figure,
     token_qkv_limits,
 )
+from .shapes import check_size
 from .softmax import stable_softmax
-from .training import SETTING_LABELS, RunOverview, ScalingExperiment, run_overview
 
 __all__ = [
     "RETRIEVAL_TEMPERATURES",
@@ -122,7 +115,6 @@ __all__ = [
     "ShapeDashboard",
     "SoftmaxOverflowDashboard",
     "TokenQKVDashboard",
-    "TrainingDashboard",
     "WidgetCheckDashboard",
     "control_values",
     "measure_update_latency",
@@ -130,206 +122,13 @@ __all__ = [
 ]
 
 
-def _toggle_buttons(
-    options: Any, value: Any, description: str, button_width: str | None = None
-) -> widgets.ToggleButtons:
-    """ToggleButtons with the series' style: the description in full, optional button width."""
-    style = {"description_width": "initial"}
-    if button_width is not None:
-        style["button_width"] = button_width
-    return widgets.ToggleButtons(
-        options=list(options), value=value, description=description, style=style
-    )
-
-
-def _selection_slider(
-    options: Any, value: Any, description: str, width: str = "330px"
-) -> widgets.SelectionSlider:
-    """A SelectionSlider over (label, value) pairs, with the series' style and width."""
-    return widgets.SelectionSlider(
-        options=list(options),
-        value=value,
-        description=description,
-        style={"description_width": "initial"},
-        layout=widgets.Layout(width=width),
-    )
-
-
-class Dashboard:
-    """Base of the series' dashboards: a dict of controls, one figure, one image.
-
-    Subclasses build their controls and figure, call ``super().__init__``,
-    implement :meth:`render` (which must only update existing artists), may
-    override :meth:`to_png` (e.g. to blit), and call ``self.update()`` once at the
-    end of their ``__init__`` so that the image shows the initial setting.
-
-    Args:
-        controls: name → ipywidget with a ``value``; ``render`` receives the values
-            as keyword arguments under these names. Controls that have a
-            ``continuous_update`` trait (sliders, text boxes) get it set to False,
-            so a drag redraws once, when released.
-        figure: a ``matplotlib.figure.Figure`` not managed by pyplot (see
-            :func:`attn_lib.plotting.new_figure`); its dpi sets the PNG's resolution.
-
-    Attributes:
-        controls: the dict of controls.
-        figure: the figure, reused for every update.
-        image: the ``ipywidgets.Image`` showing the figure.
-        status: an ``ipywidgets.HTML`` line, empty unless an update failed.
-        widget: the box to display: controls above the image.
-        last_error: the exception of the last failed update from a control, or None.
-
-    Source: ARCHITECTURE.md of this series (controls → pure function → figure);
-        NOTES_browser_and_nbval.md (why an Image widget and no Output widget).
-    """
-
-    plain_text = "Interactive dashboard (it needs a running Jupyter kernel)."
-
-    def __init__(self, controls: Mapping[str, widgets.ValueWidget], figure: Figure) -> None:
-        self.controls: dict[str, widgets.ValueWidget] = dict(controls)
-        self.figure = figure
-        self.image = widgets.Image(format="png")
-        self.status = widgets.HTML("")
-        self.widget = widgets.VBox(
-            [widgets.HBox(list(self.controls.values())), self.image, self.status]
-        )
-        self.last_error: Exception | None = None
-        self.closed = False
-        self._holding = False  # True inside set(): control changes wait for one update
-        for control in self.controls.values():
-            if hasattr(control, "continuous_update"):
-                control.continuous_update = False
-            control.observe(self._on_change, names="value")
-
-    def _wrap_controls(self) -> None:
-        """Let the row of controls wrap onto several lines, aligned to the left."""
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
-
-    @property
-    def values(self) -> dict[str, Any]:
-        """The current value of every control, by name."""
-        return {name: control.value for name, control in self.controls.items()}
-
-    def set(self, **values: Any) -> None:
-        """Move several controls at once and redraw once, e.g. ``dash.set(d_k=512, scaled=False)``.
-
-        Setting the controls one by one (``dash.controls["d_k"].value = 512``) redraws after
-        each; this sets them all, then redraws once, which is what a teacher jumping to a
-        prepared setting wants. Controls not named keep their values; if no value changes,
-        nothing is redrawn. The result does not depend on the order of the arguments, even
-        where one control's range follows another's (a step slider whose maximum follows the
-        sequence length).
-
-        All or nothing: if a value is refused, every control returns to where it was and
-        nothing is redrawn.
-
-        Args:
-            **values: control name → new value (see ``dash.controls`` for the names).
-
-        Raises:
-            RuntimeError: the dashboard has been closed.
-            KeyError: a name that is not one of this dashboard's controls (the message
-                lists them).
-            ValueError: a value outside a slider's range (a slider would silently clamp
-                it); the message gives the range.
-            traitlets.TraitError: a value the control refuses (e.g. not one of a dropdown's
-                options).
-        """
-        if self.closed:
-            raise RuntimeError("this dashboard is closed; build a new one.")
-        unknown = sorted(set(values) - set(self.controls))
-        if unknown:
-            raise KeyError(
-                f"{type(self).__name__} has no control named {', '.join(map(repr, unknown))}; "
-                f"its controls are {', '.join(map(repr, self.controls))}."
-            )
-        before = self.values
-        with self._held():
-            try:
-                self._assign(values)
-                clamped = {n: v for n, v in values.items() if self.controls[n].value != v}
-                if clamped:
-                    name, value = next(iter(clamped.items()))
-                    control = self.controls[name]
-                    span = f", [{control.min}, {control.max}]," if hasattr(control, "max") else ""
-                    raise ValueError(
-                        f"{name}={value!r} is outside the range of the {name!r} control{span} "
-                        f"for the other values of this call; nothing was changed."
-                    )
-            except Exception:
-                self._assign(before)  # all or nothing
-                raise
-        if self.values != before:
-            self._on_change({})
-
-    @contextlib.contextmanager
-    def _held(self) -> Iterator[None]:
-        """Control changes inside the block do not redraw; the previous state comes back
-        after it (so a block inside set() leaves set()'s hold in place)."""
-        holding, self._holding = self._holding, True
-        try:
-            yield
-        finally:
-            self._holding = holding
-
-    def _assign(self, values: Mapping[str, Any]) -> None:
-        """Set controls (no redraw: inside set()). Twice, so that a value clipped by a range
-        that a later control widened (a step slider's maximum) is set again once it fits."""
-        for _ in range(2):
-            for name, value in values.items():
-                if self.controls[name].value != value:
-                    self.controls[name].value = value
-
-    def render(self, **values: Any) -> None:
-        """Update the figure's artists for these control values (subclasses implement it)."""
-        raise NotImplementedError
-
-    def update(self) -> None:
-        """Recompute for the current control values and refresh the image.
-
-        Raises:
-            RuntimeError: the dashboard has been closed.
-        """
-        if self.closed:
-            raise RuntimeError("this dashboard is closed; build a new one.")
-        self.render(**self.values)
-        self.image.value = self.to_png()
-
-    def to_png(self) -> bytes:
-        """The figure as PNG bytes (subclasses may render faster, e.g. by blitting)."""
-        return figure_to_png(self.figure)
-
-    def _on_change(self, change: dict) -> None:
-        if self._holding:  # inside set(): it redraws once, at the end
-            return
-        # An exception escaping a widget callback would be printed into the notebook by
-        # the kernel; show it in the status line instead, and keep it for tests.
-        try:
-            self.update()
-        except Exception as err:  # noqa: BLE001 - reported to the reader, not swallowed
-            self.last_error = err
-            self.status.value = f"<b>Update failed:</b> {type(err).__name__}: {err}"
-        else:
-            self.last_error = None
-            self.status.value = ""
-
-    def close(self) -> None:
-        """Stop reacting to the controls, close the widgets and release the figure."""
-        if self.closed:
-            return
-        for control in self.controls.values():
-            control.unobserve(self._on_change, names="value")
-        for w in (*self.controls.values(), self.image, self.status, *self.widget.children):
-            w.close()
-        self.widget.close()
-        self.figure.clear()
-        self.closed = True
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        bundle = self.widget._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = self.plain_text
-        return bundle
+from .lessons._dashboard import (
+    Dashboard,
+    _selection_slider,
+    _toggle_buttons,
+    control_values,
+    measure_update_latency,
+)
 
 
 class ArticleExampleDashboard(Dashboard):
@@ -386,84 +185,6 @@ class ArticleExampleDashboard(Dashboard):
     def to_png(self) -> bytes:
         """Redraw only the changing artists; the key tick labels decide the background."""
         return self._renderer.render(background_key=self.result.key_labels)
-
-
-def control_values(control: widgets.ValueWidget) -> list[Any]:
-    """The values a test or a benchmark should try for one control, current value first.
-
-    Controls with ``options`` (ToggleButtons, Dropdown, SelectionSlider …) give every
-    option; numeric sliders give their minimum, a middle value on the step grid and
-    their maximum; a Checkbox or ToggleButton gives True and False. Other controls give
-    only their current value.
-
-    Args:
-        control: an ipywidget with a ``value``.
-
-    Returns:
-        A list of distinct values, the current one first.
-    """
-    options = getattr(control, "options", None)
-    if options:
-        values = [o[1] if isinstance(o, tuple) else o for o in options]
-    elif isinstance(control, (widgets.Checkbox, widgets.ToggleButton)):
-        values = [True, False]
-    elif hasattr(control, "min") and hasattr(control, "max"):
-        lo, hi = control.min, control.max
-        step = getattr(control, "step", None) or 1
-        mid = lo + round((hi - lo) / 2 / step) * step
-        if isinstance(control.value, int):
-            mid = int(mid)
-        values = [lo, mid, hi]
-    else:
-        values = []
-    ordered = [control.value] + [v for v in values if v != control.value]
-    return list(dict.fromkeys(ordered)) if all(_hashable(v) for v in ordered) else ordered
-
-
-def _hashable(v: Any) -> bool:
-    try:
-        hash(v)
-    except TypeError:
-        return False
-    return True
-
-
-def measure_update_latency(dashboard: Dashboard, changes: int = 20) -> list[float]:
-    """Time ``changes`` control changes of a dashboard, in milliseconds each.
-
-    Cycles every control through the values of :func:`control_values` (every option;
-    a slider's minimum, middle and maximum; both states of a toggle), one change at a
-    time, and times the synchronous update each change triggers (compute + redraw +
-    PNG), as a reader would experience it minus the browser.
-
-    Args:
-        dashboard: a Dashboard.
-        changes: how many changes to time.
-
-    Returns:
-        The latencies in ms, in order.
-
-    Raises:
-        ValueError: no control with at least two values to try.
-
-    Source: this series' target, a median of at most 100 ms per update.
-    """
-    cyclic = [
-        (name, values)
-        for name, c in dashboard.controls.items()
-        if len(values := control_values(c)) >= 2
-    ]
-    if not cyclic:
-        raise ValueError("the dashboard has no control with two or more values to cycle.")
-    times = []
-    for n in range(changes):
-        name, values = cyclic[n % len(cyclic)]
-        control = dashboard.controls[name]
-        current = values.index(control.value) if control.value in values else -1
-        start = time.perf_counter()
-        control.value = values[(current + 1) % len(values)]
-        times.append((time.perf_counter() - start) * 1000.0)
-    return times
 
 
 # ---------------------------------------------------------------------------
@@ -1330,95 +1051,6 @@ class SoftmaxOverflowDashboard(Dashboard):
         return self._renderer.render(background_key=self.view.ax_scores.get_ylim())
 
 
-# ---------------------------------------------------------------------------
-# Notebook 09: does scaling matter in training? (article section 4.3)
-# ---------------------------------------------------------------------------
-
-
-class TrainingDashboard(Dashboard):
-    """Notebook 09's runs, browsed: d_k and setting → loss curves and a learned heatmap.
-
-    Controls: ``d_k`` (ToggleButtons over ``experiment.d_ks``) and ``setting``
-    (ToggleButtons over ``experiment.settings``). A change looks up
-    :func:`attn_lib.training.run_overview` for the pair (precomputed for every pair when
-    the dashboard is built: no training happens in a callback) and redraws
-    :class:`attn_lib.plotting.RunOverviewView`: the median smoothed loss of every setting at
-    that d_k, the chosen one bold with its interquartile band, and the weights its median
-    seed learned on the evaluation example.
-
-    Args:
-        experiment: a ScalingExperiment already trained (e.g. the notebook's).
-        setting, d_k: the initial selection.
-        dpi: resolution of the PNG.
-
-    Attributes:
-        experiment: the experiment shown.
-        overviews: {(setting, d_k): RunOverview}, computed at construction.
-        overview: the RunOverview currently shown.
-        view: the RunOverviewView that draws it.
-
-    Raises:
-        ValueError: a setting or d_k that the experiment did not run.
-
-    Source: notebook 09 of this series; article section 4.3.
-    """
-
-    plain_text = (
-        "Dashboard: d_k and scaling setting → the loss curves (median and interquartile band "
-        "over seeds) and the weights learned by the median seed, from the runs trained above. "
-        "It needs a running Jupyter kernel; the static figures above show its default setting "
-        "and a gallery."
-    )
-
-    def __init__(
-        self,
-        experiment: ScalingExperiment,
-        setting: str = "unscaled",
-        d_k: int = 512,
-        *,
-        dpi: float = 72,
-    ) -> None:
-        if setting not in experiment.settings:
-            raise ValueError(f"setting must be one of {experiment.settings}, got {setting!r}.")
-        if d_k not in experiment.d_ks:
-            raise ValueError(f"d_k must be one of {experiment.d_ks}, got {d_k!r}.")
-        self.experiment = experiment
-        self.overviews: dict[tuple[str, int], RunOverview] = {
-            (s, d): run_overview(experiment, s, d) for s in experiment.settings
-            for d in experiment.d_ks
-        }  # fmt: skip
-        first = self.overviews[setting, d_k]
-        controls = {
-            "d_k": _toggle_buttons([(str(d), d) for d in experiment.d_ks], d_k, "d_k", "52px"),
-            "setting": _toggle_buttons(
-                [(SETTING_LABELS[s], s) for s in experiment.settings], setting, "setting", "190px"
-            ),
-        }
-        n_keys = first.weights.shape[-1]
-        figure = new_figure(figsize=(11.0, 4.4), dpi=dpi)
-        self.view = RunOverviewView(figure, experiment.settings, first.steps, n_keys,
-                                    first.threshold, first.baseline)  # fmt: skip
-        self.overview = first
-        self.view.update(first)
-        freeze_layout(figure)  # axis ranges and tick labels never change
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        self._pngs: dict[tuple[str, int], bytes] = {}
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def render(self, d_k: int, setting: str) -> None:
-        """Look up the precomputed overview of (setting, d_k) and show it."""
-        self.overview = self.overviews[setting, d_k]
-        self.view.update(self.overview)
-
-    def to_png(self) -> bytes:
-        """Redraw only the curves, the band, the heatmap and the titles; a selection seen
-        before reuses its PNG (the figure depends on the selection only)."""
-        key = (self.overview.setting, self.overview.d_k)
-        if key not in self._pngs:
-            self._pngs[key] = self._renderer.render()
-        return self._pngs[key]
 
 
 # ---------------------------------------------------------------------------
@@ -1472,8 +1104,7 @@ class ChunkedAttentionDashboard(Dashboard):
         *,
         dpi: float = 72,
     ) -> None:
-        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
-            raise ValueError(f"step must be an int ≥ 1, got {step!r}.")
+        step = check_size("step", step)
         self.setting: MemorySetting = memory_setting(L, d_k, block_size)  # checks the grids
         self.walk: OnlineSoftmaxWalk = online_softmax_walk(self.setting.walk_block)
         step = min(step, self.walk.n_steps)

@@ -35,13 +35,13 @@ def test_load_line_warns_only_before_the_run_and_only_when_busy(benchmark, monke
 
 
 def test_p2_times_every_dashboard_of_the_series(benchmark):
-    from attn_lib import widgets
+    from attn_lib.lessons._dashboard import Dashboard
 
     found = {cls.__name__ for cls in benchmark.dashboard_classes()}
     every = {
         name
-        for name, obj in inspect.getmembers(widgets, inspect.isclass)
-        if issubclass(obj, widgets.Dashboard) and obj is not widgets.Dashboard
-        and not name.startswith("_")
+        for module in benchmark.dashboard_modules()
+        for name, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, Dashboard) and obj is not Dashboard and not name.startswith("_")
     }  # fmt: skip
     assert found == every and len(found) == 12

@@ -147,14 +147,30 @@ def bench_pytest() -> None:
 
 
 # ---------------------------------------------------------------- P2: dashboards
+def dashboard_modules() -> list:
+    """attn_lib.widgets and every lesson's views module (lessons move out of widgets)."""
+    import importlib
+    import pkgutil
+
+    from attn_lib import lessons, widgets
+
+    views = [
+        importlib.import_module(f"{lessons.__name__}.{m.name}")
+        for m in pkgutil.iter_modules(lessons.__path__)
+        if m.name.endswith("_views")
+    ]
+    return [widgets, *views]
+
+
 def dashboard_classes() -> list[type]:
-    from attn_lib import widgets
+    from attn_lib.lessons._dashboard import Dashboard
 
     found = []
-    for name, obj in inspect.getmembers(widgets, inspect.isclass):
-        is_dashboard = issubclass(obj, widgets.Dashboard) and obj is not widgets.Dashboard
-        if is_dashboard and obj.__module__ == widgets.__name__ and not name.startswith("_"):
-            found.append(obj)
+    for module in dashboard_modules():
+        for name, obj in inspect.getmembers(module, inspect.isclass):
+            is_dashboard = issubclass(obj, Dashboard) and obj is not Dashboard
+            if is_dashboard and obj.__module__ == module.__name__ and not name.startswith("_"):
+                found.append(obj)
     return found
 
 
@@ -172,7 +188,7 @@ def bench_dashboards(repeats: int) -> None:
             # same d_k values, settings and steps, with 4 seeds instead of 16 (the figure has
             # the same artists, and training 16 would take 5-8 s of the benchmark's time).
             if experiment is None:
-                from attn_lib.training import run_scaling_experiment
+                from attn_lib.lessons.nb09_training import run_scaling_experiment
 
                 experiment = run_scaling_experiment(n_seeds=4)
             boards.append((cls.__name__, cls(experiment)))

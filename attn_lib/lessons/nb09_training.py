@@ -64,8 +64,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .core import scaled_dot_product_attention
-from .softmax import entropy
+from ..core import scaled_dot_product_attention
+from ..exercises import check_init_like_scaled as _check_init_like_scaled
+from ..exercises import check_stalling_settings as _check_stalling_settings
+from ..shapes import check_size
+from ..softmax import entropy, softmax_jacobian
+from ._checking import recording
 
 __all__ = [
     "DEFAULT_D_KS",
@@ -100,6 +104,9 @@ DTYPE = torch.float64
 # than CHAOS_GAP is *chaotic*: its exact numbers are not a property of the experiment.
 TWIN_GAP = 1e-9
 CHAOS_GAP = 1e-3
+# A weight row counts as saturated when its softmax Jacobian (Frobenius norm) is below this:
+# it passes on less than 0.1 % of any gradient (notebook 03's cut-off).
+SATURATED = 1e-3
 
 _SETTING_HELP = (
     "'scaled' (scores × 1/√d_k), 'unscaled' (× 1), 'unscaled_init' (× 1, W_Q initialised "
@@ -112,11 +119,8 @@ _SETTING_HELP = (
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be ≥ {minimum}, got {value}.")
-    return value
+    """``value`` as a plain int ≥ ``minimum`` (shapes.check_size: the one home of the rule)."""
+    return check_size(name, value, minimum)
 
 
 def _check_real(name: str, value: object, *, positive: bool = True) -> float:
@@ -249,15 +253,13 @@ def _generator(*parts: object) -> torch.Generator:
 
 def _check_seeds(seeds: Sequence[int] | None, n_seeds: int, seed: int) -> tuple[int, ...]:
     if seeds is None:
-        _check_int("n_seeds", n_seeds, 1)
-        _check_int("seed", seed, 0)
+        n_seeds = _check_int("n_seeds", n_seeds, 1)
+        seed = _check_int("seed", seed, 0)
         return tuple(range(seed, seed + n_seeds))
     seeds = tuple(seeds)
     if len(seeds) < 1:
         raise ValueError("seeds is empty; give at least one seed (n_seeds must be ≥ 1).")
-    for s in seeds:
-        _check_int("each seed", s, 0)
-    return seeds
+    return tuple(_check_int("each seed", s, 0) for s in seeds)
 
 
 @contextmanager
@@ -266,7 +268,7 @@ def _intra_op_threads(n: int | None) -> Iterator[None]:
     if n is None:
         yield
         return
-    _check_int("num_threads", n, 1)
+    n = _check_int("num_threads", n, 1)
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -347,7 +349,7 @@ def make_retrieval_data(
     """
     task = RetrievalTask() if task is None else task
     seeds = _check_seeds(seeds, 1, 0)
-    _check_int("steps", steps, 1)
+    steps = _check_int("steps", steps, 1)
     per_seed = [
         _make_tasks(_generator("attn_lib.training/data", s), (steps, task.batch_size), task)
         for s in seeds
@@ -384,7 +386,7 @@ def trailing_mean(x: torch.Tensor, window: int) -> torch.Tensor:
     Returns:
         (steps, ...), entry t the mean of x[max(0, t - window + 1) : t + 1].
     """
-    _check_int("window", window, 1)
+    window = _check_int("window", window, 1)
     c = torch.cumsum(x.double(), dim=0)
     shifted = torch.zeros_like(c)
     shifted[window:] = c[:-window]
@@ -419,6 +421,9 @@ def _lower_median(x: torch.Tensor) -> float:
     return float(x.median())
 
 
+_PER_STEP = ("loss", "entropy", "grad_norm_q", "saturated", "saturated_wrong", "row_grad")
+
+
 @dataclass(frozen=True)
 class TrainingRun:
     """One setting at one d_k, S seeds trained side by side.
@@ -440,6 +445,12 @@ class TrainingRun:
             before the update (the raw gradient: in the scaled model it carries the
             factor 1/√d_k, so compare shapes over training more than levels across
             settings).
+        saturated: (steps, S), float64, fraction of the B weight rows that are saturated
+            (softmax Jacobian with Frobenius norm < ``SATURATED``: nearly one-hot).
+        saturated_wrong: (steps, S), float64, fraction of the B rows saturated on a wrong
+            key (the largest weight not on the target).
+        row_grad: (steps, S), float64, median over the B rows of ‖∂loss_row/∂scores_row‖,
+            the gradient that reaches a row's scores through its softmax.
         eval_weights_init: (S, L, L), float64, weights on ``retrieval_eval_example`` at
             initialisation (row i: query copying key i).
         eval_weights: (S, L, L), float64, the same after ``steps`` updates.
@@ -456,6 +467,9 @@ class TrainingRun:
     loss: torch.Tensor
     entropy: torch.Tensor
     grad_norm_q: torch.Tensor
+    saturated: torch.Tensor
+    saturated_wrong: torch.Tensor
+    row_grad: torch.Tensor
     eval_weights_init: torch.Tensor
     eval_weights: torch.Tensor
     twin_loss: torch.Tensor
@@ -482,7 +496,8 @@ class TrainingRun:
         """Quantiles over seeds of a per-step quantity, at every step.
 
         Args:
-            what: "loss", "entropy" (nats) or "grad_norm_q".
+            what: a per-step record: "loss", "entropy" (nats), "grad_norm_q", "saturated",
+                "saturated_wrong" or "row_grad".
             quantiles: in [0, 1]; the default gives the lower quartile, the median curve
                 and the upper quartile (an interquartile band: robust to the odd seed,
                 unlike mean ± SD).
@@ -494,8 +509,8 @@ class TrainingRun:
         Raises:
             ValueError: an unknown ``what``.
         """
-        if what not in ("loss", "entropy", "grad_norm_q"):
-            raise ValueError(f"what must be 'loss', 'entropy' or 'grad_norm_q', got {what!r}.")
+        if what not in _PER_STEP:
+            raise ValueError(f"what must be one of {_PER_STEP}, got {what!r}.")
         x = getattr(self, what)
         if smooth:
             x = trailing_mean(x, self.task.window)
@@ -544,10 +559,13 @@ class TrainingRun:
         s = self.smoothed_loss()
         return (s - torch.cummin(s, dim=0).values).amax(dim=0)
 
+    def twin_gaps(self) -> torch.Tensor:
+        """(steps, S): |smoothed loss − the twin's smoothed loss| at every step."""
+        return (self.smoothed_loss() - trailing_mean(self.twin_loss, self.task.window)).abs()
+
     def twin_gap(self) -> torch.Tensor:
         """(S,): the largest difference between the smoothed loss and the twin's, over steps."""
-        twin = trailing_mean(self.twin_loss, self.task.window)
-        return (self.smoothed_loss() - twin).abs().amax(dim=0)
+        return self.twin_gaps().amax(dim=0)
 
     def chaotic(self) -> torch.Tensor:
         """(S,) bool: runs that a change of W_Q in its 9th digit sends elsewhere.
@@ -566,6 +584,18 @@ class TrainingRun:
         """Index (into ``seeds``) of the run with the (lower) median final loss."""
         final = self.final_loss()
         return int((final == final.median()).nonzero()[0])
+
+    def typical_seed(self) -> int:
+        """Index of a run with the outcome of most runs: the median one among those runs.
+
+        Where most runs end above the threshold, a stalled run; else a learned one (the
+        median run over all seeds can be a learned run of a setting that mostly stalls).
+        """
+        final = self.final_loss()
+        stalled = final > self.task.threshold
+        group = stalled if 2 * int(stalled.sum()) > self.n_seeds else ~stalled
+        median = final[group].median()
+        return int(((final == median) & group).nonzero()[0])
 
     def summary(self) -> dict[str, object]:
         """Plain numbers for a table: medians over seeds, counts.
@@ -664,6 +694,13 @@ def _init_weights(seeds: tuple[int, ...], d_k: int, d_model: int) -> tuple[torch
     return torch.stack(wq), torch.stack(wk)
 
 
+def initial_weights(seed: int, d_k: int, task: RetrievalTask | None = None) -> tuple[torch.Tensor, ...]:
+    """One seed's W_Q and W_K at the start, (d_k, d_model) each, as every setting draws them."""
+    task = RetrievalTask() if task is None else task
+    w_q, w_k = _init_weights(_check_seeds((seed,), 1, 0), _check_int("d_k", d_k, 1), task.d_model)
+    return w_q[0], w_k[0]
+
+
 def _twin(w_q0: torch.Tensor, seeds: tuple[int, ...], d_k: int) -> torch.Tensor:
     """W_Q's initial draw, each entry moved by a relative TWIN_GAP (its own generator)."""
     noise = [
@@ -741,8 +778,8 @@ def train_retrieval(
         (Adam, Algorithm 1); article section 4.3.
     """
     setting = _check_setting(setting)
-    _check_int("d_k", d_k, 1)
-    _check_int("steps", steps, 1)
+    d_k = _check_int("d_k", d_k, 1)
+    steps = _check_int("steps", steps, 1)
     seeds = _check_seeds(seeds, n_seeds, seed)
     task = RetrievalTask() if task is None else task
     opt = OptimizerConfig() if optimizer is None else optimizer
@@ -818,6 +855,7 @@ def _train(
     params, lrs, epss = (w_q, w_k), (lr_q, lr_k), (eps_q, eps_k)
     m1 = [torch.zeros_like(p) for p in params]
     m2 = [torch.zeros_like(p) for p in params]
+    buffers = [(torch.empty_like(p), torch.empty_like(p)) for p in params]
 
     eval_keys, eval_queries = retrieval_eval_example(task)
     eval_q, eval_k = eval_queries.expand(2 * R, L, m), eval_keys.expand(2 * R, L, m)
@@ -828,6 +866,9 @@ def _train(
     loss_log = torch.empty(steps, R2, dtype=DTYPE)
     entropy_log = torch.empty(steps, R2, dtype=DTYPE)
     grad_log = torch.empty(steps, R2, dtype=DTYPE)
+    saturated_log = torch.empty(steps, R2, dtype=DTYPE)
+    wrong_log = torch.empty(steps, R2, dtype=DTYPE)
+    row_grad_log = torch.empty(steps, R2, dtype=DTYPE)
     scale4 = scale.unsqueeze(-1)  # (2R, 1, 1, 1)
     for t in range(steps):
         x_k = data.keys[t].repeat(2 * A, 1, 1, 1)  # (2R, B, L, m)
@@ -841,6 +882,7 @@ def _train(
         # scaled_dot_product_attention does with its own ``scale`` (hence scale=1.0 here).
         out, weights = scaled_dot_product_attention(q_in_key_space * scale4, x_k, values, scale=1.0)
         # out (2R, B, 1, d_v), weights (2R, B, 1, L)
+        weights.retain_grad()  # for the gradient that reaches each row's scores
         wanted = values.gather(2, target[..., None, None].expand(R2, B, 1, task.d_v))
         per_row_loss = ((out - wanted) ** 2).mean(dim=(1, 2, 3))  # (R,)
         # Summed over rows: row r's gradient is ∂loss[r]/∂(its own slice) only.
@@ -849,16 +891,27 @@ def _train(
             loss_log[t] = per_row_loss
             entropy_log[t] = entropy(weights.squeeze(2)).mean(dim=1)
             grad_log[t] = w_q.grad.flatten(1).norm(dim=1)
+            p, g_w = weights.squeeze(2), weights.grad.squeeze(2)  # (2R, B, L) each
+            saturated = torch.linalg.matrix_norm(softmax_jacobian(p)) < SATURATED  # (2R, B)
+            saturated_log[t] = saturated.to(DTYPE).mean(dim=1)
+            wrong = p.argmax(dim=-1) != target  # (2R, B): the largest weight on a wrong key
+            wrong_log[t] = (saturated & wrong).to(DTYPE).mean(dim=1)
+            # ∂loss/∂scores = J ∂loss/∂p = p ⊙ (g − p·g), per row; × B undoes the batch mean.
+            d_scores = p * (g_w - (p * g_w).sum(dim=-1, keepdim=True)) * B  # (2R, B, L)
+            row_grad_log[t] = d_scores.norm(dim=-1).median(dim=1).values
             for i, p in enumerate(params):
                 g = p.grad
                 if name == "sgd":
                     p.sub_(lrs[i] * g)
                 else:  # Adam, Kingma & Ba 2015, Algorithm 1, elementwise
-                    m1[i].mul_(beta1).add_(g, alpha=1 - beta1)
-                    m2[i].mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                    m_hat = m1[i] / (1 - beta1 ** (t + 1))
-                    v_hat = m2[i] / (1 - beta2 ** (t + 1))
-                    p.sub_(lrs[i] * m_hat / (v_hat.sqrt() + epss[i]))
+                    m1[i].lerp_(g, 1 - beta1)  # running mean of g
+                    m2[i].mul_(beta2).addcmul_(g, g, value=1 - beta2)  # ... and of g²
+                    # step = lr · m̂ / (√v̂ + ε), m̂ = m / (1 - β1^t), v̂ = v / (1 - β2^t)
+                    # (into two buffers reused every step: no page faults for fresh tensors)
+                    denom = torch.sqrt(m2[i], out=buffers[i][0])
+                    denom.div_(math.sqrt(1 - beta2 ** (t + 1))).add_(epss[i])
+                    step = torch.mul(m1[i], lrs[i] / (1 - beta1 ** (t + 1)), out=buffers[i][1])
+                    p.addcdiv_(step, denom, value=-1)
                 p.grad = None
 
     with torch.no_grad():
@@ -877,6 +930,9 @@ def _train(
                 loss=loss_log[:, rows].clone(),
                 entropy=entropy_log[:, rows].clone(),
                 grad_norm_q=grad_log[:, rows].clone(),
+                saturated=saturated_log[:, rows].clone(),
+                saturated_wrong=wrong_log[:, rows].clone(),
+                row_grad=row_grad_log[:, rows].clone(),
                 eval_weights_init=eval_init[rows].clone(),
                 eval_weights=eval_final[rows].clone(),
                 twin_loss=loss_log[:, twins].clone(),
@@ -947,7 +1003,7 @@ def run_scaling_experiment(
     if not settings or not d_ks:
         raise ValueError("give at least one setting and one d_k.")
     seeds = _check_seeds(None, n_seeds, seed)
-    _check_int("steps", steps, 1)
+    steps = _check_int("steps", steps, 1)
     task = RetrievalTask() if task is None else task
     opt = OptimizerConfig() if optimizer is None else optimizer
     with _intra_op_threads(num_threads):
@@ -1020,9 +1076,9 @@ def lr_sweep(
     lrs = tuple(_check_real("lr", lr) for lr in lrs)
     if not settings or not lrs:
         raise ValueError("give at least one setting and one learning rate.")
-    _check_int("d_k", d_k, 1)
+    d_k = _check_int("d_k", d_k, 1)
     seeds = _check_seeds(None, n_seeds, seed)
-    _check_int("steps", steps, 1)
+    steps = _check_int("steps", steps, 1)
     task = RetrievalTask() if task is None else task
     base = OptimizerConfig() if optimizer is None else optimizer
     with _intra_op_threads(num_threads):
@@ -1058,8 +1114,8 @@ class RunOverview:
             seeds of the smoothed loss (trailing mean over ``window`` steps).
         medians: {setting: (steps,) float32} the median smoothed loss of every setting of
             the experiment at this d_k (the one shown included), for comparison.
-        seed: the seed whose learned weights are shown: the one with the (lower) median
-            final loss (``TrainingRun.median_seed``).
+        seed: the seed whose learned weights are shown: a run with the outcome of most
+            runs (``TrainingRun.typical_seed``). seed_outcome: "stalled" or "learned".
         weights: (L, L), float64, that seed's weights on ``retrieval_eval_example`` after
             training (rows: queries, query i a noisy copy of key i; columns: keys).
         n_seeds, n_reached, n_never, n_relapsed, n_stalled: counts over seeds (reached:
@@ -1079,6 +1135,7 @@ class RunOverview:
     loss_band: torch.Tensor
     medians: dict[str, torch.Tensor]
     seed: int
+    seed_outcome: str
     weights: torch.Tensor
     n_seeds: int
     n_reached: int
@@ -1127,7 +1184,7 @@ def run_overview(experiment: ScalingExperiment, setting: str, d_k: int) -> RunOv
             f"d_k = {d_k!r} was not run in this experiment; choose one of {experiment.d_ks}."
         )
     run = experiment[setting, d_k]
-    index = run.median_seed()
+    index = run.typical_seed()
     row = run.summary()
     medians = {s: experiment[s, d_k].band("loss", (0.5,))[0] for s in experiment.settings}
     n_stalled = row["n_never"] + row["n_relapsed"]
@@ -1138,6 +1195,7 @@ def run_overview(experiment: ScalingExperiment, setting: str, d_k: int) -> RunOv
         loss_band=run.band("loss"),
         medians=medians,
         seed=run.seeds[index],
+        seed_outcome="stalled" if float(run.final_loss()[index]) > run.task.threshold else "learned",
         weights=run.eval_weights[index].clone(),
         n_seeds=run.n_seeds,
         n_reached=run.n_seeds - row["n_never"],
@@ -1198,3 +1256,33 @@ def summary_table(rows: Sequence[dict[str, object]], *, show_lr: bool = False) -
 
 
 __all__ += ["SETTING_LABELS", "RunOverview", "run_overview", "summary_table"]
+
+
+# ---------------------------------------------------------------------- check yourself
+
+check_stalling_settings = recording("stalling_settings", _check_stalling_settings)
+check_init_like_scaled = recording("init_like_scaled", _check_init_like_scaled)
+
+
+def solution_stalling_settings(summary: list[dict], d_k: int) -> list[str]:
+    """Exercise 1 of notebook 09: the settings whose runs stall in at least half the seeds."""
+    return [
+        r["setting"]
+        for r in summary
+        if r["d_k"] == d_k and 2 * (r["n_never"] + r["n_relapsed"]) >= r["n_seeds"]
+    ]
+
+
+def solution_init_like_scaled(w_q: torch.Tensor) -> torch.Tensor:
+    """Exercise 2 of notebook 09: W_Q / √d_k, a new tensor (w_q is left as it was)."""
+    d_k = w_q.shape[0]  # nn.Linear stores (out_features, in_features) = (d_k, d_model)
+    return w_q / math.sqrt(d_k)
+
+
+__all__ += [
+    "check_init_like_scaled",
+    "check_stalling_settings",
+    "initial_weights",
+    "solution_init_like_scaled",
+    "solution_stalling_settings",
+]

@@ -15,14 +15,15 @@ import math
 import pytest
 import torch
 
-from attn_lib.training import (
+from attn_lib.lessons.nb09_training import (
     CHAOS_GAP,
     DTYPE,
-    TWIN_GAP,
     SETTINGS,
     SETTINGS_ALL,
+    TWIN_GAP,
     OptimizerConfig,
     RetrievalTask,
+    initial_weights,
     lr_sweep,
     make_retrieval_data,
     retrieval_eval_example,
@@ -169,7 +170,7 @@ def test_unscaled_training_at_large_d_k_is_chaotic():
 
 def test_robust_summary_leaves_out_the_chaotic_runs():
     runs = run_scaling_experiment(d_ks=(32, 512), n_seeds=4, steps=120)
-    for (setting, d_k), run in runs.runs.items():
+    for run in runs.runs.values():
         full, robust = run.summary(), run.robust_summary()
         assert robust["n_robust"] + robust["n_chaotic"] == run.n_seeds == full["n_seeds"]
         assert robust["n_chaotic"] == full["n_chaotic"] == int(run.chaotic().sum())
@@ -300,3 +301,51 @@ def test_bad_configs_and_data_raise():
     with pytest.raises(ValueError, match="make_retrieval_data"):
         train_retrieval("scaled", 8, seeds=(0, 2), steps=5, data=data)
     assert "unscaled_reparam" in SETTINGS_ALL and "unscaled_reparam" not in SETTINGS
+
+
+# --- notebook 09's visible model, typical seeds and exercises ---------------------------------
+
+
+def test_initial_weights_are_the_runs_start():
+    w_q, w_k = initial_weights(3, 16)
+    assert w_q.shape == w_k.shape == (16, RetrievalTask().d_model) and w_q.dtype == DTYPE
+    run = train_retrieval("unscaled", 16, seeds=(3,), steps=1)
+    keys, queries = retrieval_eval_example()
+    weights = torch.softmax((queries @ w_q.T) @ (keys @ w_k.T).T, dim=-1)  # unscaled
+    torch.testing.assert_close(weights, run.eval_weights_init[0], rtol=1e-12, atol=1e-12)
+
+
+def test_torch_adam_on_the_visible_model_is_the_batched_loop():
+    """Two steps of torch.optim.Adam on one seed give the batched loop's losses."""
+    task = RetrievalTask()
+    data = make_retrieval_data((0,), 6, task)
+    run = train_retrieval("scaled", 32, seeds=(0,), steps=6, task=task, data=data)
+    w_q, w_k = (w.clone().requires_grad_() for w in initial_weights(0, 32, task))
+    opt = torch.optim.Adam([w_q, w_k], lr=OptimizerConfig().lr)
+    for t in range(6):
+        q = data.queries[t, 0] @ w_q.T / math.sqrt(32)  # (B, d_k)
+        k = data.keys[t, 0] @ w_k.T  # (B, L, d_k)
+        w = torch.softmax((k @ q.unsqueeze(-1)).squeeze(-1), dim=-1)  # (B, L)
+        out = (w.unsqueeze(-1) * data.values[t, 0]).sum(dim=1)  # (B, d_v)
+        wanted = data.values[t, 0][torch.arange(task.batch_size), data.target[t, 0]]
+        loss = ((out - wanted) ** 2).mean()
+        torch.testing.assert_close(loss.detach(), run.loss[t, 0], rtol=1e-9, atol=0.0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def test_typical_seed_has_the_majority_outcome():
+    runs = run_scaling_experiment(d_ks=(8, 512), n_seeds=6, steps=80)
+    for run in runs.runs.values():
+        final = run.final_loss()
+        stalled = final > run.task.threshold
+        i = run.typical_seed()
+        assert bool(stalled[i]) == (2 * int(stalled.sum()) > run.n_seeds)
+
+
+def test_the_solutions_pass_their_checkers():
+    from attn_lib.lessons import nb09_training as nb09
+
+    assert nb09.check_stalling_settings(nb09.solution_stalling_settings, verbose=False)
+    assert nb09.check_init_like_scaled(nb09.solution_init_like_scaled, verbose=False)

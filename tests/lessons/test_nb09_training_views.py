@@ -24,9 +24,11 @@ from helpers import (
 )
 from matplotlib.figure import Figure
 
-from attn_lib import plotting, training
 from attn_lib.exercises import check_init_like_scaled, check_stalling_settings
-from attn_lib.widgets import TrainingDashboard, control_values
+from attn_lib.lessons import nb09_training as training
+from attn_lib.lessons import nb09_training_views as plotting
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons.nb09_training_views import TrainingDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 D_KS = (8, 32)
@@ -57,8 +59,10 @@ def assert_overview_is(overview: training.RunOverview, experiment, setting: str,
     torch.testing.assert_close(overview.loss_band, run.band("loss"))
     for s in experiment.settings:
         torch.testing.assert_close(overview.medians[s], experiment[s, d_k].band("loss", (0.5,))[0])
-    i = run.median_seed()
+    i = run.typical_seed()
     assert overview.seed == run.seeds[i]
+    stalled = float(run.final_loss()[i]) > run.task.threshold
+    assert overview.seed_outcome == ("stalled" if stalled else "learned")
     torch.testing.assert_close(overview.weights, run.eval_weights[i])
     assert overview.n_never == row["n_never"] and overview.n_relapsed == row["n_relapsed"]
     assert overview.n_stalled == round(row["stall_fraction"] * run.n_seeds)
@@ -184,17 +188,21 @@ def test_static_figures(experiment):
             plotting.plot_loss_grid(experiment, task.threshold, task.baseline),
             plotting.plot_seed_curves([experiment["scaled", 8], experiment["unscaled", 8]],
                                       task.threshold, task.baseline),
-            plotting.plot_training_diagnostics(experiment, task.n_keys),
+            plotting.plot_row_saturation(experiment),
             plotting.plot_loss_bands(
                 [("a", experiment["scaled", 8]), ("b", experiment["scaled", 32])],
                 task.threshold, task.baseline, title="t"),
             plotting.plot_run_overview(training.run_overview(experiment, "scaled", 8),
                                        experiment.settings, task.n_keys),
+            plotting.plot_twin_gaps(experiment, 8, training.CHAOS_GAP),
+            plotting.plot_seed_outcomes(experiment, task.threshold),
         ]  # fmt: skip
         counts = [len(f.axes) for f in figures]
         assert counts[1] == len(experiment.settings) * len(D_KS)  # one panel per (setting, d_k)
         assert counts[2] == 2 and counts[3] == 2 * len(D_KS) and counts[4] == 1
         assert counts[5] == 3  # loss, heatmap, colorbar
+        assert counts[6] == len(experiment.settings) and counts[7] == len(D_KS)
+        assert "chaotic" in figures[6].axes[0].get_title()
         grid = figures[1].axes
         assert grid[0].get_yscale() == "log" and grid[0].get_title() == "d_k = 8"
         # The second curve of one setting gets its own colour.

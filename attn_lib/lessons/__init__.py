@@ -1,0 +1,12 @@
+"""The apparatus behind each notebook: its data, experiments, checkers, figures and dashboards.
+
+``import attn_lib`` never imports this package (it needs matplotlib and ipywidgets for the
+views). Imports go one way: attn_lib's top level ← ``lessons._*`` (shared by several
+notebooks) ← ``lessons.nbNN_<topic>`` (torch only) ← ``lessons.nbNN_<topic>_views``.
+
+Notebook → modules:
+
+- shared: ``_figures`` (colormap, heatmap, figures for dashboards), ``_dashboard`` (the
+  Dashboard base)
+- 09 Does scaling matter in training?: ``nb09_training``, ``nb09_training_views``
+"""
