@@ -13,7 +13,8 @@ Usage (from the repository root, with the venv's Python):
     python tools/cpu_kernels.py check           # the second configuration changes results?
     python tools/cpu_kernels.py nbval [ARGS]    # check, then nbval on notebooks/ under it
 
-``nbval`` passes ARGS on to pytest (default: ``notebooks``); its exit status is pytest's.
+``nbval`` passes ARGS on to pytest, with ``notebooks`` unless ARGS name a path; its exit status
+is pytest's.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def main(argv: list[str]) -> int:
     print(f"== second CPU kernels: {words} (changes float32 {', '.join(changed)})")
     if command == "check":
         return 0
-    args = rest or ["notebooks"]
+    # Paths given: test those; only options (e.g. -q, -x): the notebooks, with those options.
+    args = rest if any((REPO / a).exists() for a in rest) else ["notebooks", *rest]
     cmd = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
     print(f"== {words} {' '.join(cmd[1:])}", flush=True)
     return subprocess.run(cmd, cwd=REPO, env=environment(config), check=False).returncode
