@@ -1,7 +1,7 @@
 """attn_lib: the small library under the single-head attention notebook series.
 
-Importing it loads torch only. Plotting (``attn_lib.plotting``) and dashboards
-(``attn_lib.widgets``) import matplotlib and ipywidgets and are imported
+Importing it loads torch only. Each notebook's experiments, checkers, figures and dashboards
+live in ``attn_lib.lessons`` (the views import matplotlib and ipywidgets) and are imported
 explicitly by the notebooks that use them.
 
 Shape legend: B batch, H heads, L_q query length, L_k key length,
@@ -10,6 +10,7 @@ d_model model width, d_k query/key width, d_v value width.
 
 from .chunked import chunked_attention
 from .core import SingleHeadAttention, scaled_dot_product_attention
+from .diagnostics import diagnose
 from .formatting import fmt_values
 from .masks import (
     causal_mask,
@@ -33,6 +34,7 @@ __all__ = [
     "causal_mask",
     "chunked_attention",
     "combine_masks",
+    "diagnose",
     "entropy",
     "fmt_values",
     "naive_softmax",

@@ -628,3 +628,9 @@ def test_never_raises_on_random_tensors(chunk):
             raise AssertionError(f"seed {seed}: {shown}") from err
         assert isinstance(diagnosis, Diagnosis) and text.startswith("Attention diagnosis")
         assert set(diagnosis.codes) <= set(CODES)
+
+
+def test_diagnose_is_part_of_the_top_level_contract():
+    import attn_lib
+
+    assert attn_lib.diagnose is diagnose and "diagnose" in attn_lib.__all__
