@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
-import numbers
-import operator
 import re
-import textwrap
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,10 +25,26 @@ from itertools import permutations
 import torch
 from torch import nn
 
-from .chunked import chunked_attention, chunked_attention_trace
 from .core import scaled_dot_product_attention
 from .data import library_books, library_query
-from .experiments import crossover_length, path_lengths, retrieve, seeded_attention
+from .experiments import path_lengths, retrieve, seeded_attention
+from .lessons._checking import (
+    _SEED,
+    CheckResult,
+    _call,
+    _call_failed,
+    _finish,
+    _known_mistake,
+    _name_of,
+    _not_written,
+    _not_yet,
+    _number,
+    _passed,
+    _raised,
+    _short,
+    _value_difference,
+)
+from .lessons._experiments import crossover_length
 from .masks import causal_mask, padding_mask
 from .shapes import shape_trace
 from .softmax import entropy as _entropy
@@ -56,12 +69,10 @@ __all__ = [
     "check_masked_softmax",
     "check_mha_forward",
     "check_mha_mask",
-    "check_online_softmax_step",
     "check_padding_mask",
     "check_permuted_output",
     "check_qkv_projection",
     "check_retrieve",
-    "check_score_matrix_bytes",
     "check_score_scale",
     "check_shape_predictions",
     "check_softmax_jacobian",
@@ -71,73 +82,10 @@ __all__ = [
     "check_step_shapes",
     "check_v_bias_prediction",
     "expected_shapes",
-    "score_matrix_bytes",
     "step_macs",
 ]
 
-_SEED = 2024
 _RTOL, _ATOL = 1e-4, 1e-5  # float32 with room for a different order of operations
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """The verdict of a checker.
-
-    Attributes:
-        passed: True when every case matched the reference.
-        mistake: None when passed, else a short code naming what went wrong, e.g.
-            "not_written", "scale_d_k", "softmax_dim", "mask_inverted" (see the
-            checker's docstring for the list).
-        message: the feedback paragraph the checker printed.
-
-    Source: SERIES.md of this series ("feedback in words, not a bare assert").
-    """
-
-    passed: bool
-    mistake: str | None
-    message: str
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def __repr__(self) -> str:
-        verdict = "passed" if self.passed else f"not passed: {self.mistake}"
-        return f"CheckResult({verdict})"
-
-
-def _finish(passed: bool, mistake: str | None, message: str, verbose: bool) -> CheckResult:
-    text = "\n".join(
-        textwrap.fill(p, width=88, break_on_hyphens=False, break_long_words=False)
-        for p in message.split("\n")
-    )
-    if verbose:
-        print(text)
-    return CheckResult(passed=passed, mistake=mistake, message=text)
-
-
-def _passed(message: str, verbose: bool) -> CheckResult:
-    """A passed check: "Passed. " + message."""
-    return _finish(True, None, f"Passed. {message}", verbose)
-
-
-def _not_yet(mistake: str, message: str, verbose: bool) -> CheckResult:
-    """A failed check: "Not yet. " + message."""
-    return _finish(False, mistake, f"Not yet. {message}", verbose)
-
-
-def _not_written(name: str, verbose: bool) -> CheckResult:
-    return _finish(
-        False,
-        "not_written",
-        f"Not written yet: {name} raised NotImplementedError. Replace the "
-        f"`raise NotImplementedError` line with your code, run that cell, then run this "
-        f"check again.",
-        verbose,
-    )
-
-
-def _name_of(fn: object) -> str:
-    return f"`{getattr(fn, '__name__', type(fn).__name__)}`"
 
 
 def _source(fn: object) -> str:
@@ -145,52 +93,6 @@ def _source(fn: object) -> str:
         return inspect.getsource(fn)
     except (OSError, TypeError):
         return ""
-
-
-def _call(fn: Callable, *args: object, quiet: bool = False) -> tuple[object, Exception | None]:
-    """(what fn returned, None), or (None, the exception) when the learner's code raised.
-
-    With ``quiet``, warnings (e.g. PyTorch's about `.T` on a batch) are silenced: the
-    checkers explain them in words instead.
-    """
-    try:
-        if not quiet:
-            return fn(*args), None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn(*args), None
-    except Exception as err:  # noqa: BLE001 - the learner's error is reported, in words
-        return None, err
-
-
-def _raised(err: BaseException, *, first_line: bool = False) -> str:
-    """'TypeError: the message' (only its first line with ``first_line``) for feedback."""
-    text = str(err)
-    if first_line:
-        text = text.splitlines()[0] if text else ""
-    return f"{type(err).__name__}: {text}"
-
-
-def _number(value: object) -> tuple[object, bool]:
-    """(value, whether it is a real number), as a Python int or float.
-
-    Accepts what a learner may reasonably return: int, float, numpy scalars, Fraction,
-    and one-element tensors or arrays. An integer type becomes an int (exact);
-    any other real number a float. A bool is not a number here, so True cannot pass for 1.
-    """
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.dtype == torch.bool:
-            return value, False
-        value = value.item()
-    elif type(value).__module__ == "numpy" and getattr(value, "size", 0) == 1:
-        if value.dtype.kind == "b":
-            return value, False
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return value, False
-    if isinstance(value, numbers.Integral):
-        return operator.index(value), True
-    return float(value), True
 
 
 def _as_size(value: object) -> int | None:
@@ -203,16 +105,6 @@ def _as_size(value: object) -> int | None:
     return value
 
 
-def _short(value: object, limit: int = 60) -> str:
-    """repr(value) cut to about ``limit`` characters: a returned object, never a wall of it."""
-    if isinstance(value, torch.Tensor) and value.numel() > 1:
-        return f"a tensor of shape {tuple(value.shape)} ({value.dtype})"
-    if type(value).__module__ == "numpy" and getattr(value, "size", 1) > 1:
-        return f"a numpy array of shape {tuple(value.shape)} ({value.dtype})"
-    text = repr(value).replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _tensors(result: object, n: int) -> bool:
     """Is result a tuple or list of exactly n tensors?"""
     return (
@@ -220,13 +112,6 @@ def _tensors(result: object, n: int) -> bool:
         and len(result) == n
         and all(isinstance(t, torch.Tensor) for t in result)
     )
-
-
-def _call_failed(name: str, err: BaseException, message: str, verbose: bool) -> CheckResult:
-    """NotImplementedError: "not written yet"; another error: "Not yet. " + message."""
-    if isinstance(err, NotImplementedError):
-        return _not_written(name, verbose)
-    return _not_yet("error", message, verbose)
 
 
 # --- attention ----------------------------------------------------------------------------
@@ -821,17 +706,6 @@ def _mask_difference(
     return (
         f"{len(wrong)} of {want.numel()} cells; the first is at {where}, which should be "
         f"{word(bool(want[first]))} but is {word(bool(got[first]))} in yours"
-    )
-
-
-def _value_difference(got: torch.Tensor, want: torch.Tensor) -> str:
-    """The largest difference between two float tensors of one shape, in words."""
-    diff = (got.double() - want.double()).abs().nan_to_num(nan=math.inf)
-    where = tuple(torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
-    where = tuple(int(i) for i in where)
-    return (
-        f"the largest difference is at index {where}: yours is {float(got[where]):.4g}, "
-        f"expected {float(want[where]):.4g}"
     )
 
 
@@ -4168,14 +4042,6 @@ _CROSSOVER_HINTS = {
 }
 
 
-def _known_mistake(got: float, known: list[tuple[float, str, str]]) -> tuple[str, str]:
-    """The (code, hint) of the first known wrong answer that ``got`` equals, else "wrong_value"."""
-    for value, code, why in known:
-        if math.isclose(got, value, rel_tol=1e-9):
-            return code, why
-    return "wrong_value", ""
-
-
 def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check a function that finds the L at which attention costs as much as the projections.
 
@@ -4526,300 +4392,3 @@ def check_init_like_scaled(fn: Callable, *, verbose: bool = True) -> CheckResult
 
 
 # --- notebook 10: one online-softmax step; the bytes of a score matrix ---------------------
-
-
-@dataclass(frozen=True)
-class _StepCase:
-    name: str
-    query: torch.Tensor  # (n_q, d_k)
-    key: torch.Tensor  # (L_k, d_k)
-    value: torch.Tensor  # (L_k, d_v)
-    keep: torch.Tensor  # (n_q, L_k) bool
-    block_size: int
-
-    def blocks(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """(scores (n_q, n_k) with -inf at blocked keys, value block (n_k, d_v)) per block."""
-        q = self.query * (1.0 / math.sqrt(self.query.shape[-1]))  # as chunked_attention scales
-        out = []
-        for k0 in range(0, self.key.shape[0], self.block_size):
-            k1 = min(k0 + self.block_size, self.key.shape[0])
-            s = (q @ self.key[k0:k1].T).masked_fill(~self.keep[:, k0:k1], -math.inf)
-            out.append((s, self.value[k0:k1]))
-        return out
-
-
-def _step_cases() -> list[_StepCase]:
-    g = torch.Generator().manual_seed(_SEED + 10)
-
-    def qkv(n_q: int, L_k: int, d_k: int, d_v: int, gain: float) -> tuple[torch.Tensor, ...]:
-        return (torch.randn(n_q, d_k, generator=g) * gain, torch.randn(L_k, d_k, generator=g),
-                torch.randn(L_k, d_v, generator=g))  # fmt: skip
-
-    # Case 1: the keys get more and more aligned with the query, so the running max rises.
-    q1, k1, v1 = qkv(1, 10, 4, 3, 1.0)
-    k1 = k1 * 0.3 + torch.linspace(0.0, 3.0, 10)[:, None] * q1 / q1.norm()
-    pad = torch.arange(9) >= 3  # case 2: the first 3 keys are padding for row 0
-    return [
-        _StepCase("one row, 10 keys in blocks of 4, 4 and 2 (the max rises)", q1, k1, v1,
-                  torch.ones(1, 10, dtype=torch.bool), 4),
-        _StepCase("two rows, 9 keys in blocks of 3, row 0's first block all padding",
-                  *qkv(2, 9, 5, 2, 2.0), torch.stack([pad, torch.ones(9, dtype=torch.bool)]), 3),
-        _StepCase("three rows, 6 keys in blocks of 2, causal mask", *qkv(3, 6, 3, 4, 2.0),
-                  causal_mask(3, 6), 2),
-    ]  # fmt: skip
-
-
-def _reference_states(case: _StepCase) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """(m (n_q, 1), l (n_q, 1), acc (n_q, d_v)) after each block, from attn_lib's trace."""
-    rows = [chunked_attention_trace(case.query, case.key, case.value, case.keep,
-                                    block_size=case.block_size, row=i)
-            for i in range(case.query.shape[0])]  # fmt: skip
-    states = []
-    for j in range(len(rows[0])):
-        m = torch.tensor([[r[j].m] for r in rows])
-        l = torch.tensor([[r[j].l] for r in rows])
-        acc = torch.stack([r[j].acc for r in rows])
-        states.append((m, l, acc))
-    return states
-
-
-def _variant_step(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, s: torch.Tensor,
-                  v: torch.Tensor, slip: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One step of the recurrence with a classic slip (see check_online_softmax_step)."""
-    m_blk = s.amax(dim=-1, keepdim=True)
-    m_new = m_blk if slip == "block_max" else torch.maximum(m, m_blk)
-    ref = m_new if slip == "no_guard" else m_new.masked_fill(m_new == -math.inf, 0.0)
-    r = torch.exp(ref - m) if slip == "inverted_rescale" else torch.exp(m - ref)
-    p = torch.exp(s - ref)
-    l_new = (l if slip in ("no_rescale", "acc_only") else r * l) + p.sum(dim=-1, keepdim=True)
-    acc_new = (acc if slip in ("no_rescale", "l_only") else r * acc) + p @ v
-    return (m if slip == "m_not_updated" else m_new), l_new, acc_new
-
-
-_STEP_SLIPS = {
-    "no_guard": (
-        "Your running values turn into NaN on the row whose first block has no allowed key. "
-        "There m and the block's max are both -inf, and exp(-inf - (-inf)) = exp(NaN) = NaN. "
-        "Subtract 0 instead of m_new where m_new is -inf (`m_new.masked_fill(m_new == "
-        "-math.inf, 0.0)`): all that row's scores are -inf, so r and p come out 0 and the row "
-        "stays empty, as it should."
-    ),
-    "no_rescale": (
-        "You add the new block to l and acc without rescaling what they already hold. When "
-        "the running max rises from m to m_new, every earlier term exp(s - m) must become "
-        "exp(s - m_new): multiply the old l and acc by r = exp(m - m_new) first."
-    ),
-    "l_only": (
-        "You rescale l by r = exp(m - m_new) but not acc. Both hold sums of exp(s - m) "
-        "terms, so both need the factor when the max rises."
-    ),
-    "acc_only": (
-        "You rescale acc by r = exp(m - m_new) but not l. Both hold sums of exp(s - m) "
-        "terms, so both need the factor when the max rises."
-    ),
-    "inverted_rescale": (
-        "Your rescale factor is upside down: exp(m_new - m) ≥ 1 grows the old sums instead "
-        "of shrinking them. It is r = exp(m_old - m_new) ≤ 1."
-    ),
-    "block_max": (
-        "You keep the block's own max as m, not the running max. The output can still come "
-        "out right (every term is rescaled consistently), but m is no longer the largest "
-        "score seen so far, so exp(s - m) can overflow for a later block with a low max "
-        "(and a block with no allowed key resets m to -inf). Use m_new = max(m, block max)."
-    ),
-    "m_not_updated": (
-        "You return the old m. The next step must see the new running max: return m_new."
-    ),
-}
-
-
-def _run_steps(
-    fn: Callable, case: _StepCase
-) -> tuple[list[tuple[torch.Tensor, ...]] | None, str | None]:
-    """Run fn over every block of a case; (states, None) or (None, problem sentence)."""
-    n_q, d_v = case.query.shape[0], case.value.shape[-1]
-    m = torch.full((n_q, 1), -math.inf)
-    l = torch.zeros(n_q, 1)
-    acc = torch.zeros(n_q, d_v)
-    states = []
-    for j, (s, v) in enumerate(case.blocks()):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = fn(m.clone(), l.clone(), acc.clone(), s.clone(), v.clone())
-        if not isinstance(out, tuple | list) or len(out) != 3:
-            return None, (f"returned {type(out).__name__}; return the tuple (m_new, l_new, "
-                          f"acc_new).")  # fmt: skip
-        if not all(isinstance(t, torch.Tensor) for t in out):
-            return None, "must return three tensors (m_new, l_new, acc_new)."
-        shapes = [tuple(t.shape) for t in out]
-        if shapes != [(n_q, 1), (n_q, 1), (n_q, d_v)]:
-            return None, (f"returned shapes {shapes} after block {j} of case '{case.name}'; "
-                          f"they should be m (n_q, 1) = {(n_q, 1)}, l {(n_q, 1)} and acc "
-                          f"(n_q, d_v) = {(n_q, d_v)}. Reduce with keepdim=True "
-                          f"(`scores.amax(dim=-1, keepdim=True)`, `p.sum(dim=-1, "
-                          f"keepdim=True)`).")  # fmt: skip
-        m, l, acc = (t.detach().float() for t in out)
-        states.append((m, l, acc))
-    return states, None
-
-
-def _same_states(a: list[tuple[torch.Tensor, ...]], b: list[tuple[torch.Tensor, ...]]) -> bool:
-    return all(
-        torch.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True)
-        for sa, sb in zip(a, b, strict=True)
-        for x, y in zip(sa, sb, strict=True)
-    )
-
-
-def check_online_softmax_step(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check one step of the online softmax against attn_lib's trace, block by block.
-
-    ``fn(m, l, acc, scores, v_block)`` receives the running state of n_q query rows —
-    m (n_q, 1) the running max (-inf before any allowed key), l (n_q, 1) the running sum of
-    exp(score - m), acc (n_q, d_v) the running sum of exp(score - m)·v — and one key
-    block: scores (n_q, n_k), already scaled, -inf at blocked keys, and v_block (n_k, d_v).
-    It returns (m_new, l_new, acc_new). The checker starts from m = -inf, l = 0, acc = 0,
-    feeds every block of three cases (a rising max; a row whose first block is all
-    padding; a causal mask), and compares every state with
-    :func:`attn_lib.chunked.chunked_attention_trace`, then acc / l with
-    :func:`attn_lib.chunked.chunked_attention`.
-
-    Args:
-        fn: the function to check.
-        verbose: print the feedback paragraph.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "no_guard", "no_rescale", "l_only", "acc_only", "inverted_rescale", "block_max",
-        "m_not_updated", "unknown".
-
-    Source: Milakov & Gimelshein 2018; attn_lib.chunked (module docstring).
-    """
-    name = _name_of(fn)
-    cases = _step_cases()
-    got = []
-    for case in cases:
-        run, err = _call(_run_steps, fn, case)
-        if err is not None:
-            return _call_failed(
-                name,
-                err,
-                f"For the case '{case.name}' your function raised {_raised(err)}",
-                verbose,
-            )
-        states, problem = run
-        if problem is not None:
-            return _not_yet("bad_return", f"{name} {problem}", verbose)
-        got.append(states)
-    want = [_reference_states(c) for c in cases]
-    if all(_same_states(g, w) for g, w in zip(got, want, strict=True)):
-        outputs = [(st[-1][2] / st[-1][1].masked_fill(st[-1][0] == -math.inf, 1.0))
-                   for st in got]  # fmt: skip
-        for case, out in zip(cases, outputs, strict=True):
-            ref = chunked_attention(case.query, case.key, case.value, case.keep,
-                                    block_size=case.block_size)  # fmt: skip
-            torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-        return _passed(f"{name} gives the same running max, running sum and "
-                       f"accumulator as attn_lib's trace after every block of all "
-                       f"{len(cases)} cases, including the row whose first block is all "
-                       f"padding (no NaN), and acc / l after the last block is the attention "
-                       f"output.", verbose)  # fmt: skip
-    for slip, why in _STEP_SLIPS.items():
-        variant = []
-        for case in cases:
-            n_q, d_v = case.query.shape[0], case.value.shape[-1]
-            state = (torch.full((n_q, 1), -math.inf), torch.zeros(n_q, 1), torch.zeros(n_q, d_v))
-            seq = []
-            for s, v in case.blocks():
-                state = _variant_step(*state, s, v, slip)
-                seq.append(state)
-            variant.append(seq)
-        if all(_same_states(g, v) for g, v in zip(got, variant, strict=True)):
-            return _not_yet(slip, why, verbose)
-    for case, g, w in zip(cases, got, want, strict=True):
-        for j, (sg, sw) in enumerate(zip(g, w, strict=True)):
-            for label, x, y in zip(("m", "l", "acc"), sg, sw, strict=True):
-                if not torch.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True):
-                    return _not_yet("unknown", f"In the case '{case.name}', "
-                                   f"after block {j} your {label} is off: "
-                                   f"{_value_difference(x, y)}. Recall: m_new = "
-                                   f"max(m, block max); r = exp(m - m_new); p = exp(scores - "
-                                   f"m_new); l_new = r·l + Σp; acc_new = r·acc + p @ v_block.",
-                                   verbose)  # fmt: skip
-    raise AssertionError("unreachable: states differ but no difference was found")
-
-
-# (B, L, dtype) → bytes of one (B, L, L) score matrix.
-_SCORE_BYTES_CASES = (
-    (8, 4096, torch.float32),
-    (2, 1000, torch.float16),
-    (3, 77, torch.float64),
-    (1, 8192, torch.bfloat16),
-)
-
-
-def score_matrix_bytes(B: int, L: int, dtype: torch.dtype) -> int:
-    """Bytes of one (B, L, L) score matrix: B·L²·(bytes per element of dtype).
-
-    Source: attn_lib.experiments.attention_cost (score_matrix_bytes).
-    """
-    return B * L * L * torch.empty((), dtype=dtype).element_size()
-
-
-def check_score_matrix_bytes(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check a function that gives the bytes of one (B, L, L) score matrix.
-
-    ``fn(B, L, dtype)`` must return B·L²·(bytes per element) as a number. Cases: (8, 4096,
-    float32) → 536,870,912 (512 MiB); (2, 1000, float16); (3, 77, float64); (1, 8192,
-    bfloat16).
-
-    Args:
-        fn: the function to check.
-        verbose: print the feedback paragraph.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "numbers_not_bytes", "bits", "batch_missing", "linear_in_L", "scores_and_weights",
-        "always_4_bytes", "mib", "megabytes", "wrong_value".
-
-    Source: attn_lib.experiments.attention_cost; article section 1.2.
-    """
-    name = _name_of(fn)
-    for B, L, dtype in _SCORE_BYTES_CASES:
-        args = f"B={B}, L={L}, dtype={dtype}"
-        got, err = _call(fn, B, L, dtype)
-        if err is not None:
-            return _call_failed(
-                name, err, f"For {args} your function raised {_raised(err)}", verbose
-            )
-        got, is_number = _number(got)
-        if not is_number:
-            return _not_yet("bad_return", f"{name} returned {_short(got)}; return the "
-                           f"number of bytes.", verbose)  # fmt: skip
-        want = score_matrix_bytes(B, L, dtype)
-        if math.isclose(got, want, rel_tol=1e-12):
-            continue
-        size = torch.empty((), dtype=dtype).element_size()
-        known = [  # the first match names the mistake
-            (B * L * L, "numbers_not_bytes", ("That is the number of scores, not their bytes: "
-             "multiply by the bytes of one element (dtype.itemsize).")),
-            (8 * want, "bits", "That is in bits; a byte is 8 bits."),
-            (L * L * size, "batch_missing", "That is one sequence; the batch holds B of them."),
-            (B * L * size, "linear_in_L", ("A score matrix has L × L entries per sequence: one "
-             "per query–key pair, so L², not L.")),
-            (B * L * L * 4, "always_4_bytes", (f"You assume 4 bytes per element, but {dtype} "
-             f"takes {size}: use dtype.itemsize.")),
-            (2 * want, "scores_and_weights", ("That is two L × L matrices (scores and "
-             "weights); the question asks for the score matrix alone.")),
-            (want / 2**20, "mib", "That is in MiB; return bytes."),
-            (want / 1e6, "megabytes", "That is in megabytes; return bytes."),
-        ]  # fmt: skip
-        code, why = _known_mistake(got, known)
-        return _not_yet(code, f"For {args} you gave {got:,}; it is {want:,} "
-                       f"bytes. {why}".rstrip(), verbose)  # fmt: skip
-    return _passed(
-        f"{name} gives B·L²·itemsize for all {len(_SCORE_BYTES_CASES)} cases: at B = 8, "
-        f"L = 4096 a float32 score matrix takes 536,870,912 bytes = 512 MiB — and the weights "
-        f"of the same shape as much again.",
-        verbose,
-    )

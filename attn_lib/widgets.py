@@ -45,20 +45,14 @@ from .data import (
 )
 from .experiments import (
     BIAS_CHOICES,
-    COST_BLOCK_SIZES,
-    COST_D_KS,
-    COST_LENGTHS,
     MASK_DEMO_L,
     MASK_DTYPES,
     OVERFLOW_DTYPES,
     OVERFLOW_OFFSETS,
-    PADDING_SIDES,
     SATURATION_D_KS,
     SCALINGS,
     SHAPE_MODES,
     MaskSetting,
-    MemorySetting,
-    OnlineSoftmaxWalk,
     Retrieval,
     SaturationCurve,
     SaturationRow,
@@ -66,20 +60,17 @@ from .experiments import (
     SoftmaxOverflow,
     TokenQKV,
     mask_setting,
-    memory_setting,
-    online_softmax_walk,
     retrieve,
     saturation_curves,
     saturation_row,
     shape_walkthrough,
     softmax_overflow,
     token_qkv,
-    walk_block_size,
 )
+from .lessons._experiments import PADDING_SIDES
 from .plotting import (
     BIAS_LABELS,
     BlitRenderer,
-    ChunkedAttentionView,
     ConventionView,
     DropoutView,
     MaskSettingView,
@@ -96,7 +87,6 @@ from .plotting import (
     new_figure,
     token_qkv_limits,
 )
-from .shapes import check_size
 from .softmax import stable_softmax
 
 __all__ = [
@@ -105,7 +95,6 @@ __all__ = [
     "SATURATION_TEMPERATURES",
     "WIDGET_CHECK_TEMPERATURES",
     "ArticleExampleDashboard",
-    "ChunkedAttentionDashboard",
     "Dashboard",
     "DropoutDashboard",
     "MaskConventionDashboard",
@@ -1049,111 +1038,3 @@ class SoftmaxOverflowDashboard(Dashboard):
     def to_png(self) -> bytes:
         """Redraw only the changing artists; the scores axis' y limits pick the background."""
         return self._renderer.render(background_key=self.view.ax_scores.get_ylim())
-
-
-
-
-# ---------------------------------------------------------------------------
-# Notebook 10: what attention costs — memory per method, and the chunked walk
-# ---------------------------------------------------------------------------
-
-
-class ChunkedAttentionDashboard(Dashboard):
-    """Memory of naive and chunked attention for L, d_k and a block size; the walk, step by step.
-
-    Controls: ``L`` (256 … 8192, powers of two), ``d_k`` (16 … 256, d_v = d_k),
-    ``block_size`` (1 … 2048 keys, powers of two; used as min(block_size, L)) and
-    ``step`` (1 … the number of blocks of the walk). A change calls
-    :func:`attn_lib.experiments.memory_setting` (cached) and
-    :func:`attn_lib.experiments.online_softmax_walk` (the walk example's 16 keys split
-    into as many blocks as the setting has, at most 16: see
-    :func:`attn_lib.experiments.walk_block_size`; cached per block size), and redraws
-    :class:`attn_lib.plotting.ChunkedAttentionView`: bytes against L with the current L
-    marked, the three methods at L as bars, and one step of the online softmax (scores,
-    running max, the step's numbers, running output against the final output). When L
-    or the block size changes the number of steps, the step slider's range follows
-    (the step is clipped to it).
-
-    Args:
-        L, d_k, block_size: the initial setting (values of the grids above).
-        step: the initial step, 1-based (clipped to the number of steps).
-        dpi: resolution of the PNG.
-
-    Attributes:
-        setting: the MemorySetting shown. walk: the OnlineSoftmaxWalk shown.
-        view: the ChunkedAttentionView that draws them.
-
-    Raises:
-        ValueError: an initial value outside the grids, or step < 1.
-
-    Source: attn_lib.chunked (online softmax); article section 1.2; notebook 10.
-    """
-
-    plain_text = (
-        "Dashboard: memory of naive and chunked attention for L, d_k and the key-block size, "
-        "and the chunked walk over key blocks step by step. It needs a running Jupyter kernel; "
-        "the static figures above show its default setting and a gallery of the walk."
-    )
-
-    def __init__(
-        self,
-        L: int = 4096,
-        d_k: int = 64,
-        block_size: int = 512,
-        step: int = 6,
-        *,
-        dpi: float = 72,
-    ) -> None:
-        step = check_size("step", step)
-        self.setting: MemorySetting = memory_setting(L, d_k, block_size)  # checks the grids
-        self.walk: OnlineSoftmaxWalk = online_softmax_walk(self.setting.walk_block)
-        step = min(step, self.walk.n_steps)
-        controls: dict[str, widgets.ValueWidget] = {
-            "L": _selection_slider([(str(n), n) for n in COST_LENGTHS], L, "L (tokens)"),
-            "d_k": _selection_slider([(str(n), n) for n in COST_D_KS], d_k, "d_k = d_v"),
-            "block_size": _selection_slider(
-                [(str(n), n) for n in COST_BLOCK_SIZES], block_size, "key block"
-            ),
-            "step": widgets.IntSlider(
-                value=step, min=1, max=self.walk.n_steps, step=1, description="walk step",
-                style={"description_width": "initial"}, layout=widgets.Layout(width="330px"),
-            ),
-        }  # fmt: skip
-        # Registered before the base class's observers, so the step range is right
-        # before the update that the L or block-size change triggers.
-        for name in ("L", "block_size"):
-            controls[name].observe(self._sync_step, names="value")
-        figure = new_figure(figsize=(11.0, 7.2), dpi=dpi)
-        self.view = ChunkedAttentionView(figure)
-        self.view.update(self.setting, self.walk, step - 1)
-        freeze_layout(figure)  # axes, ticks and legends never move
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def _sync_step(self, change: dict) -> None:
-        """Set the step slider's range to the new walk's number of steps (no redraw)."""
-        values = self.values
-        n_steps = online_softmax_walk(walk_block_size(values["L"], values["block_size"])).n_steps
-        # Held: a step clipped by the new range must not redraw a half-set state (the L or
-        # block-size change redraws next, or set() at its end).
-        with self._held():
-            self.controls["step"].max = n_steps
-
-    def render(self, L: int, d_k: int, block_size: int, step: int) -> None:
-        """Look up the (cached) memory setting and walk, and show the step."""
-        self.setting = memory_setting(L, d_k, block_size)
-        self.walk = online_softmax_walk(self.setting.walk_block)
-        self.view.update(self.setting, self.walk, min(step, self.walk.n_steps) - 1)
-
-    def to_png(self) -> bytes:
-        """Redraw only the changing artists over the cached background."""
-        return self._renderer.render()
-
-    def close(self) -> None:
-        """As :meth:`Dashboard.close`, and stop following L and the block size."""
-        if not self.closed:
-            for name in ("L", "block_size"):
-                self.controls[name].unobserve(self._sync_step, names="value")
-        super().close()

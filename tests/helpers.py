@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from attn_lib import plotting
-from attn_lib.widgets import control_values
+from attn_lib.lessons import _figures
+from attn_lib.lessons._dashboard import control_values
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
@@ -155,7 +155,7 @@ def blit_mismatch(dash: Any, dynamic: Any = None) -> float:
     for artist in dynamic:
         artist.set_animated(False)
     try:
-        full = decode(plotting.figure_to_png(dash.figure))
+        full = decode(_figures.figure_to_png(dash.figure))
     finally:
         for artist in dynamic:
             artist.set_animated(True)

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 import attn_lib
 from attn_lib.exercises import (
     STEP_SHAPES_SETTING,
-    CheckResult,
     check_attention,
     check_attention_4d,
     check_attention_inputs,
@@ -26,7 +25,6 @@ from attn_lib.exercises import (
     check_masked_mean_loss,
     check_mha_mask,
     check_padding_mask,
-    check_score_matrix_bytes,
     check_score_scale,
     check_shape_predictions,
     check_stable_softmax,
@@ -36,6 +34,8 @@ from attn_lib.exercises import (
     expected_shapes,
     step_macs,
 )
+from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb10_cost import check_score_matrix_bytes
 
 # --- attention: one function per mistake, written the way a learner would ------------------
 

@@ -16,6 +16,7 @@ from torch import nn
 
 from attn_lib import ShapeError, SingleHeadAttention, causal_mask
 from attn_lib import experiments as E
+from attn_lib.lessons import _experiments
 
 # ---------------------------------------------------------------------------
 # Var(q·k) (C1)
@@ -394,26 +395,26 @@ def test_dot_product_scales_with_the_norm_cosine_does_not():
 
 
 def test_attention_cost_counts():
-    c = E.attention_cost(1024, 512, batch=2)
+    c = _experiments.attention_cost(1024, 512, batch=2)
     assert c.d_k == c.d_v == 512
     assert c.projection_macs == 2 * 1024 * 512 * 3 * 512
     assert c.score_macs == 2 * 1024 * 1024 * 512
     assert c.weighted_sum_macs == c.score_macs
     assert c.total_macs == c.projection_macs + c.attention_macs
     assert c.score_matrix_bytes == 2 * 1024 * 1024 * 4  # 8 MiB in float32
-    assert E.attention_cost(1024, 512, dtype=torch.float16).score_matrix_bytes == 2 * 2**20
-    assert E.attention_cost(10, 8, 4, 2).projection_macs == 10 * 8 * (2 * 4 + 2)
+    assert _experiments.attention_cost(1024, 512, dtype=torch.float16).score_matrix_bytes == 2 * 2**20
+    assert _experiments.attention_cost(10, 8, 4, 2).projection_macs == 10 * 8 * (2 * 4 + 2)
 
 
 def test_attention_dominates_beyond_the_crossover():
     for d_model, d_k, d_v in ((64, None, None), (512, None, None), (256, 64, 32)):
-        L_star = E.crossover_length(d_model, d_k, d_v)
-        below = E.attention_cost(math.floor(L_star) - 1, d_model, d_k, d_v)
-        above = E.attention_cost(math.ceil(L_star) + 1, d_model, d_k, d_v)
+        L_star = _experiments.crossover_length(d_model, d_k, d_v)
+        below = _experiments.attention_cost(math.floor(L_star) - 1, d_model, d_k, d_v)
+        above = _experiments.attention_cost(math.ceil(L_star) + 1, d_model, d_k, d_v)
         assert below.attention_macs < below.projection_macs
         assert above.attention_macs > above.projection_macs
-    assert E.crossover_length(512) == pytest.approx(768.0)  # 1.5 d_model when d_k = d_v
-    at = E.attention_cost(768, 512)
+    assert _experiments.crossover_length(512) == pytest.approx(768.0)  # 1.5 d_model when d_k = d_v
+    at = _experiments.attention_cost(768, 512)
     assert at.attention_macs == at.projection_macs
 
 
@@ -451,9 +452,9 @@ def test_cost_curves():
         (lambda: E.saturation_curves((8,), threshold=-1), ValueError, "threshold"),
         (lambda: E.variance_estimate_spread(4, n_repeats=1), ValueError, "n_repeats"),
         (lambda: E.self_score_max_fraction(0), ShapeError, "d"),
-        (lambda: E.attention_cost(0, 8), ShapeError, "L"),
-        (lambda: E.attention_cost(8, 8, dtype="float32"), TypeError, "dtype"),
-        (lambda: E.crossover_length(8, d_k=0), ShapeError, "d_k"),
+        (lambda: _experiments.attention_cost(0, 8), ShapeError, "L"),
+        (lambda: _experiments.attention_cost(8, 8, dtype="float32"), TypeError, "dtype"),
+        (lambda: _experiments.crossover_length(8, d_k=0), ShapeError, "d_k"),
         (lambda: E.qkv_example(torch.zeros(8)), ShapeError, "x"),
         (lambda: E.qkv_example(torch.zeros(3, 8), bias_scale=0), ValueError, "bias_scale"),
     ],

@@ -23,11 +23,8 @@ from attn_lib.exercises import (
     check_shape_predictions,
     expected_shapes,
 )
-from attn_lib.widgets import (
-    WIDGET_CHECK_TEMPERATURES,
-    WidgetCheckDashboard,
-    control_values,
-)
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.widgets import WIDGET_CHECK_TEMPERATURES, WidgetCheckDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 

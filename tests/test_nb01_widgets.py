@@ -19,12 +19,9 @@ from helpers import (
 )
 
 from attn_lib import data, experiments, plotting
-from attn_lib.widgets import (
-    RETRIEVAL_TEMPERATURES,
-    RetrievalDashboard,
-    control_values,
-    retrieval_title,
-)
+from attn_lib.lessons import _figures
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.widgets import RETRIEVAL_TEMPERATURES, RetrievalDashboard, retrieval_title
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -159,7 +156,7 @@ def test_custom_start():
 
 
 def test_retrieval_view_refuses_wrong_lengths():
-    fig = plotting.new_figure()
+    fig = _figures.new_figure()
     lib = data.library_books()
     view = plotting.RetrievalView(fig, lib.titles, lib.value_features)
     with pytest.raises(ValueError, match="weights"):

@@ -26,7 +26,8 @@ from helpers import (
 )
 
 from attn_lib import data, experiments, plotting
-from attn_lib.widgets import TokenQKVDashboard, control_values
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.widgets import TokenQKVDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 

@@ -27,11 +27,9 @@ from helpers import (
 )
 
 from attn_lib import experiments, plotting
-from attn_lib.widgets import (
-    SATURATION_TEMPERATURES,
-    SaturationDashboard,
-    control_values,
-)
+from attn_lib.lessons import _figures
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.widgets import SATURATION_TEMPERATURES, SaturationDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 ROW_SEED, L, N_SEQUENCES = 4, 16, 64  # the dashboard's defaults
@@ -198,7 +196,7 @@ def test_static_figures(curves):
         assert len(lone.axes) == 1
         plt.close(lone)
         for fig in figures:
-            decode(plotting.figure_to_png(fig))
+            decode(_figures.figure_to_png(fig))
             plt.close(fig)
 
 
@@ -224,7 +222,7 @@ def test_figure_arguments_are_checked(curves):
             plotting.plot_gradient_quantiles({"sqrt": curves["sqrt"]}, ("none",))
         with pytest.raises(ValueError, match="at least one"):
             plotting.plot_saturation_rows([])
-        view = plotting.SaturationView(plotting.new_figure(figsize=(12, 7)), L)
+        view = plotting.SaturationView(_figures.new_figure(figsize=(12, 7)), L)
         with pytest.raises(ValueError, match="scaling"):
             view.update(experiments.saturation_row(64), {"sqrt": curves["sqrt"]})
         with pytest.raises(ValueError, match="d_k = 3"):
@@ -236,8 +234,8 @@ def test_figure_arguments_are_checked(curves):
 
 
 def test_jacobian_uses_a_diverging_colormap_on_a_symmetric_range():
-    view = plotting.SaturationView(plotting.new_figure(figsize=(12, 7)), L)
-    assert view.jacobian.get_cmap().name == plotting.JACOBIAN_CMAP != plotting.ATTENTION_CMAP
+    view = plotting.SaturationView(_figures.new_figure(figsize=(12, 7)), L)
+    assert view.jacobian.get_cmap().name == plotting.JACOBIAN_CMAP != _figures.ATTENTION_CMAP
     assert view.jacobian.get_clim() == (-plotting.JACOBIAN_LIMIT, plotting.JACOBIAN_LIMIT)
     row = experiments.saturation_row(2, "none", 0.25, seed=4)  # the most extreme entries
     assert row.jacobian.abs().max() <= plotting.JACOBIAN_LIMIT

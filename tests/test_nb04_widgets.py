@@ -27,15 +27,11 @@ from attn_lib.exercises import (
     check_step_shapes,
     step_macs,
 )
-from attn_lib.experiments import (
-    SHAPE_MODES,
-    attention_cost,
-    cost_curves,
-    crossover_length,
-    seeded_attention,
-    shape_walkthrough,
-)
-from attn_lib.widgets import ShapeDashboard, control_values
+from attn_lib.experiments import SHAPE_MODES, cost_curves, seeded_attention, shape_walkthrough
+from attn_lib.lessons import _figures
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons._experiments import attention_cost, crossover_length
+from attn_lib.widgets import ShapeDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 SIZES = ("B", "L_q", "L_k", "d_model", "d_k", "d_v")
@@ -291,11 +287,11 @@ def test_static_figures_and_limits():
             plotting.plot_shape_gallery([default, cross], suptitle="gallery"),
             plotting.plot_attention_cost(curves, qkv_bytes=curves.L * 3 * 64 * 4),
         ):
-            decode(plotting.figure_to_png(fig))
+            decode(_figures.figure_to_png(fig))
             plt.close(fig)
     with pytest.raises(ValueError, match="give at least one"):
         plotting.plot_shape_gallery([])
-    view = plotting.ShapeWalkthroughView(plotting.new_figure(), plotting.ShapeDiagramLimits(B=2))
+    view = plotting.ShapeWalkthroughView(_figures.new_figure(), plotting.ShapeDiagramLimits(B=2))
     with pytest.raises(ValueError, match="does not fit"):
         view.update(shape_walkthrough(3, 7, None, 10, 6, 4))
 

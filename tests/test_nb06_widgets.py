@@ -24,8 +24,9 @@ from helpers import (
 
 import attn_lib
 from attn_lib import data, plotting
+from attn_lib.lessons._dashboard import control_values
 from attn_lib.reference import from_multihead_attention
-from attn_lib.widgets import MaskConventionDashboard, control_values
+from attn_lib.widgets import MaskConventionDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 CONVENTIONS = list(data.MASK_CONVENTIONS)

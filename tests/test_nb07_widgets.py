@@ -30,13 +30,14 @@ from attn_lib.experiments import (
     MASK_DEMO_L,
     MASK_DTYPES,
     MASK_FILLS,
-    PADDING_SIDES,
     fill_value_for,
-    keep_from_lengths,
     mask_setting,
     masked_mass,
 )
-from attn_lib.widgets import MaskDashboard, control_values
+from attn_lib.lessons import _figures
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons._experiments import PADDING_SIDES, keep_from_lengths
+from attn_lib.widgets import MaskDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 SLIDERS = ("length_0", "length_1", "length_2")
@@ -70,8 +71,8 @@ def expected_rgba(weights: torch.Tensor, keep: torch.Tensor) -> np.ndarray:
     k = keep.numpy()
     nan = np.isnan(w)
     leak = ~k & ~nan & (np.abs(w) >= 0.005)
-    rgba = matplotlib.colormaps[plotting.ATTENTION_CMAP](np.clip(np.nan_to_num(w), 0, 1))
-    rgba[~k & ~nan & ~leak] = plotting.MASKED_COLOR
+    rgba = matplotlib.colormaps[_figures.ATTENTION_CMAP](np.clip(np.nan_to_num(w), 0, 1))
+    rgba[~k & ~nan & ~leak] = _figures.MASKED_COLOR
     rgba[nan] = plotting.NAN_COLOR
     return rgba
 

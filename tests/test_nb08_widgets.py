@@ -24,11 +24,9 @@ from helpers import (
 from attn_lib import plotting
 from attn_lib.data import DROPOUT_PLACEMENTS, article_example, dropout_setting
 from attn_lib.experiments import OVERFLOW_DTYPES, OVERFLOW_OFFSETS, softmax_overflow
-from attn_lib.widgets import (
-    DropoutDashboard,
-    SoftmaxOverflowDashboard,
-    control_values,
-)
+from attn_lib.lessons import _figures
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.widgets import DropoutDashboard, SoftmaxOverflowDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -307,7 +305,7 @@ def test_static_figures_render_and_close():
             ),
         ]
         for fig in figures:
-            decode(plotting.figure_to_png(fig))
+            decode(_figures.figure_to_png(fig))
             plt.close(fig)
     with pytest.raises(ValueError):
         plotting.plot_dropout_gallery([])

@@ -10,13 +10,14 @@ from helpers import decode, no_new_figures
 
 from attn_lib import causal_mask, plotting
 from attn_lib.data import example_setting
+from attn_lib.lessons import _figures, nb10_cost, nb10_cost_views
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
 @pytest.fixture
 def ax():
-    fig = plotting.new_figure()
+    fig = _figures.new_figure()
     return fig.subplots()
 
 
@@ -30,13 +31,13 @@ def weights_4x4(masked: bool = False) -> tuple[torch.Tensor, torch.Tensor | None
 
 def test_heatmap_labels_title_and_colour_scale(ax):
     w, _ = weights_4x4()
-    art = plotting.draw_attention_heatmap(ax, w, title="my title", key_labels=["a", "b", "c", "d"])
+    art = _figures.draw_attention_heatmap(ax, w, title="my title", key_labels=["a", "b", "c", "d"])
     assert ax.get_title() == "my title"
     assert "query" in ax.get_ylabel() and "key" in ax.get_xlabel()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1", "2", "3"]
     assert art.image.get_clim() == (0.0, 1.0)
-    assert art.image.get_cmap().name == plotting.ATTENTION_CMAP
+    assert art.image.get_cmap().name == _figures.ATTENTION_CMAP
     assert art.colorbar is not None
     assert tuple(art.colorbar.ax.get_ylim()) == (0.0, 1.0)
     assert "attention weight" in art.colorbar.ax.get_ylabel()
@@ -49,59 +50,59 @@ def test_heatmap_labels_title_and_colour_scale(ax):
 
 def test_masked_cells_are_grey_with_a_cross(ax):
     w, keep = weights_4x4(masked=True)
-    art = plotting.draw_attention_heatmap(ax, w, keep)
+    art = _figures.draw_attention_heatmap(ax, w, keep)
     overlay = np.asarray(art.overlay.get_array())  # (L_q, L_k, 4) RGBA
     blocked = ~keep.numpy()
     assert (overlay[blocked][:, 3] == 1.0).all()  # opaque grey where blocked
-    np.testing.assert_allclose(overlay[blocked][0], plotting.MASKED_COLOR)
+    np.testing.assert_allclose(overlay[blocked][0], _figures.MASKED_COLOR)
     assert (overlay[~blocked][:, 3] == 0.0).all()  # transparent where kept
     for i in range(4):
         for j in range(4):
             text = art.texts[i][j].get_text()
-            assert (text == plotting.MASKED_MARK) == bool(blocked[i, j])
+            assert (text == _figures.MASKED_MARK) == bool(blocked[i, j])
     assert art.legend is not None
     assert "masked" in art.legend.get_texts()[0].get_text()
 
 
 def test_a_masked_cell_with_weight_shows_it(ax):
     w = torch.full((4, 4), 0.25)
-    art = plotting.draw_attention_heatmap(ax, w, causal_mask(4))
-    assert art.texts[0][3].get_text() == f"{plotting.MASKED_MARK} 0.25"
+    art = _figures.draw_attention_heatmap(ax, w, causal_mask(4))
+    assert art.texts[0][3].get_text() == f"{_figures.MASKED_MARK} 0.25"
 
 
 def test_update_changes_data_in_place(ax):
     w, _ = weights_4x4()
-    art = plotting.draw_attention_heatmap(ax, w)
+    art = _figures.draw_attention_heatmap(ax, w)
     n_images, n_texts = len(ax.images), len(ax.texts)
     w2, keep2 = weights_4x4(masked=True)
-    plotting.update_attention_heatmap(art, w2, keep2, key_labels=list("wxyz"), title="new")
+    _figures.update_attention_heatmap(art, w2, keep2, key_labels=list("wxyz"), title="new")
     assert len(ax.images) == n_images and len(ax.texts) == n_texts
     np.testing.assert_allclose(art.image.get_array(), w2.numpy())
-    assert art.texts[0][1].get_text() == plotting.MASKED_MARK
+    assert art.texts[0][1].get_text() == _figures.MASKED_MARK
     assert ax.get_title() == "new"
     assert [t.get_text() for t in ax.get_xticklabels()] == list("wxyz")
     with pytest.raises(ValueError, match="drawn for"):
-        plotting.update_attention_heatmap(art, torch.zeros(3, 3))
+        _figures.update_attention_heatmap(art, torch.zeros(3, 3))
 
 
 def test_bad_inputs_are_refused(ax):
     with pytest.raises(ValueError, match="2-D"):
-        plotting.draw_attention_heatmap(ax, torch.zeros(2, 4, 4))
+        _figures.draw_attention_heatmap(ax, torch.zeros(2, 4, 4))
     with pytest.raises(ValueError, match="keep has shape"):
-        plotting.draw_attention_heatmap(ax, torch.zeros(4, 4), causal_mask(3))
+        _figures.draw_attention_heatmap(ax, torch.zeros(4, 4), causal_mask(3))
     with pytest.raises(ValueError, match="labels"):
-        plotting.draw_attention_heatmap(ax, torch.zeros(4, 4), key_labels=["a"])
+        _figures.draw_attention_heatmap(ax, torch.zeros(4, 4), key_labels=["a"])
 
 
 def test_pyplot_helpers_and_png():
     before = len(plt.get_fignums())
     s = example_setting(1, "padding", True)
     figs = [
-        plotting.plot_attention(s.weights, s.keep, key_labels=s.key_labels),
-        plotting.plot_attention_gallery(
+        _figures.plot_attention(s.weights, s.keep, key_labels=s.key_labels),
+        _figures.plot_attention_gallery(
             [(s.weights, s.keep, "a"), (s.weights, None, "b")], suptitle="g"
         ),
-        plotting.plot_weights_and_row_sums(s),
+        _figures.plot_weights_and_row_sums(s),
     ]
     try:
         assert len(plt.get_fignums()) == before + 3
@@ -109,7 +110,7 @@ def test_pyplot_helpers_and_png():
         assert gallery.get_suptitle() == "g"
         assert len(gallery.legends) == 1  # one legend for all panels
         for fig in figs:
-            decode(plotting.figure_to_png(fig))  # magic bytes and a real decode
+            decode(_figures.figure_to_png(fig))  # magic bytes and a real decode
     finally:
         for fig in figs:
             plt.close(fig)
@@ -117,14 +118,14 @@ def test_pyplot_helpers_and_png():
 
 def test_new_figure_is_not_managed_by_pyplot():
     with no_new_figures("new_figure"):
-        fig = plotting.new_figure()
+        fig = _figures.new_figure()
         fig.subplots()
-    decode(plotting.figure_to_png(fig))  # magic bytes and a real decode
+    decode(_figures.figure_to_png(fig))  # magic bytes and a real decode
 
 
 def test_weights_row_sums_view():
-    fig = plotting.new_figure()
-    view = plotting.WeightsRowSumsView(fig, 4)
+    fig = _figures.new_figure()
+    view = _figures.WeightsRowSumsView(fig, 4)
     s = example_setting(0, "causal", False)
     view.update(s)
     np.testing.assert_allclose(view.heatmap.image.get_array(), s.weights.numpy())
@@ -145,9 +146,9 @@ def eval_name(dotted: str):
 def test_every_plot_function_closes_its_figure_when_it_raises():
     import inspect
 
-    from attn_lib.lessons import _figures, nb09_training_views
+    from attn_lib.lessons import nb09_training_views
 
-    modules = (plotting, _figures, nb09_training_views)  # lessons move out of plotting
+    modules = (plotting, _figures, nb09_training_views, nb10_cost_views)  # lessons move out of plotting
     plots = [
         f"{module.__name__}.{name}"
         for module in modules
@@ -158,9 +159,8 @@ def test_every_plot_function_closes_its_figure_when_it_raises():
     unguarded = [name for name in plots if not hasattr(eval_name(name), "__wrapped__")]
     assert not unguarded, f"plot functions that would leak a figure when they raise: {unguarded}"
     # The review's case: the figure is made, then the step is found out of range.
-    from attn_lib import experiments
 
-    setting = experiments.memory_setting(256, 16, 64)
-    walk = experiments.online_softmax_walk(setting.walk_block)
+    setting = nb10_cost.memory_setting(256, 16, 64)
+    walk = nb10_cost.online_softmax_walk(setting.walk_block)
     with no_new_figures("a plot that raised"), pytest.raises(ValueError):
-        plotting.plot_chunked_setting(setting, walk, walk.n_steps)
+        nb10_cost_views.plot_chunked_setting(setting, walk, walk.n_steps)

@@ -21,14 +21,11 @@ from helpers import (
     png_of,
 )
 
-from attn_lib import SingleHeadAttention, plotting
+from attn_lib import SingleHeadAttention
 from attn_lib.data import MASK_CHOICES, article_example, example_setting
-from attn_lib.widgets import (
-    ArticleExampleDashboard,
-    Dashboard,
-    control_values,
-    measure_update_latency,
-)
+from attn_lib.lessons import _figures
+from attn_lib.lessons._dashboard import Dashboard, control_values, measure_update_latency
+from attn_lib.widgets import ArticleExampleDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -109,7 +106,7 @@ class _SliderDashboard(Dashboard):
 
     def __init__(self) -> None:
         self.calls: list[int] = []
-        figure = plotting.new_figure(figsize=(2, 2))
+        figure = _figures.new_figure(figsize=(2, 2))
         self.ax = figure.subplots()
         (self.line,) = self.ax.plot([0, 1], [0, 0])
         super().__init__({"n": ipywidgets.IntSlider(value=1, min=0, max=5)}, figure)
@@ -128,7 +125,7 @@ class _FrozenSliderDashboard(_SliderDashboard):
     def __init__(self) -> None:
         super().__init__()
         self.ax.set_ylim(-1, 6)
-        plotting.freeze_layout(self.figure)
+        _figures.freeze_layout(self.figure)
         self.update()
 
 
@@ -236,7 +233,7 @@ def test_set_reports_a_failed_render_in_the_status_line():
 
 def test_base_render_must_be_implemented():
     with pytest.raises(NotImplementedError):
-        Dashboard({}, plotting.new_figure()).update()
+        Dashboard({}, _figures.new_figure()).update()
 
 
 # --- the pure function under the dashboard ---------------------------------------------------

@@ -7,6 +7,8 @@ notebooks) ← ``lessons.nbNN_<topic>`` (torch only) ← ``lessons.nbNN_<topic>_
 Notebook → modules:
 
 - shared: ``_figures`` (colormap, heatmap, figures for dashboards), ``_dashboard`` (the
-  Dashboard base)
+  Dashboard base), ``_checking`` (CheckResult, the checkers' runner, solutions after an
+  attempt), ``_experiments`` (argument checks, the cost of attention, masks from lengths)
 - 09 Does scaling matter in training?: ``nb09_training``, ``nb09_training_views``
+- 10 What attention costs: ``nb10_cost``, ``nb10_cost_views``
 """

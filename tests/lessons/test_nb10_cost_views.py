@@ -19,9 +19,10 @@ from helpers import (
 )
 
 import attn_lib
-from attn_lib import plotting
 from attn_lib.chunked import peak_intermediate_bytes
-from attn_lib.experiments import (
+from attn_lib.lessons import nb10_cost_views
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons.nb10_cost import (
     COST_BLOCK_SIZES,
     COST_D_KS,
     COST_LENGTHS,
@@ -39,7 +40,7 @@ from attn_lib.experiments import (
     walk_block_size,
     walk_example,
 )
-from attn_lib.widgets import ChunkedAttentionDashboard, control_values
+from attn_lib.lessons.nb10_cost_views import ChunkedAttentionDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -171,10 +172,10 @@ def test_online_softmax_walk(block_size):
 def test_walk_with_small_blocks_starts_empty():
     first = online_softmax_walk(2).states[0]
     assert first.m == -math.inf and first.rescale == 0.0 and first.l == 0.0
-    text = plotting.walk_step_text(online_softmax_walk(2), 0)
+    text = nb10_cost_views.walk_step_text(online_softmax_walk(2), 0)
     assert "NaN" in text and "guard" in text
-    assert "The max rose" in plotting.walk_step_text(online_softmax_walk(2), 5)
-    assert "r = 1" in plotting.walk_step_text(online_softmax_walk(2), 7)
+    assert "The max rose" in nb10_cost_views.walk_step_text(online_softmax_walk(2), 5)
+    assert "r = 1" in nb10_cost_views.walk_step_text(online_softmax_walk(2), 7)
 
 
 @pytest.mark.parametrize("bad", [0, 17, -1])
@@ -267,10 +268,10 @@ def test_static_figures():
     walk = online_softmax_walk(setting.walk_block)
     with no_new_figures():
         figs = [
-            plotting.plot_chunked_setting(setting, walk, 5),
-            plotting.plot_walk_gallery(online_softmax_walk(4)),
-            plotting.plot_memory_vs_length(memory_table([64, 128, 256, 512, 1024, 2048])),
-            plotting.plot_attention_timings(AttentionTimings(
+            nb10_cost_views.plot_chunked_setting(setting, walk, 5),
+            nb10_cost_views.plot_walk_gallery(online_softmax_walk(4)),
+            nb10_cost_views.plot_memory_vs_length(memory_table([64, 128, 256, 512, 1024, 2048])),
+            nb10_cost_views.plot_attention_timings(AttentionTimings(
                 methods=("attn_lib", "SDPA"), lengths=(512, 1024, 2048),
                 ms={"attn_lib": {512: 1.0, 1024: 4.0, 2048: 16.0}, "SDPA": {512: 2.0, 1024: 8.0}},
                 skipped=(2048,), seconds=0.1, threads=1, d_k=64, repeats=3)),
@@ -279,7 +280,7 @@ def test_static_figures():
         for f in figs:
             plt.close(f)
     with pytest.raises(ValueError):
-        plotting.plot_chunked_setting(setting, walk, walk.n_steps)
+        nb10_cost_views.plot_chunked_setting(setting, walk, walk.n_steps)
 
 
 # --- the dashboard -----------------------------------------------------------------------------
@@ -306,7 +307,7 @@ def check_state(d: ChunkedAttentionDashboard) -> None:
     for m in MEMORY_METHODS:
         np.testing.assert_array_equal(data["lines"][m], setting.table.bytes(m).numpy())
     np.testing.assert_allclose(data["out"], state.output.numpy())
-    assert data["text"] == plotting.walk_step_text(walk, values["step"] - 1)
+    assert data["text"] == nb10_cost_views.walk_step_text(walk, values["step"] - 1)
     assert all(np.isfinite(v).all() for v in data["lines"].values())
     assert np.isfinite(data["out"]).all() and np.isfinite(data["bars"]).all()
     assert d.last_error is None and d.status.value == ""

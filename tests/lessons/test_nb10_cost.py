@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from attn_lib import exercises
-from attn_lib.exercises import check_online_softmax_step, check_score_matrix_bytes
+from attn_lib.lessons import nb10_cost
+from attn_lib.lessons.nb10_cost import check_online_softmax_step, check_score_matrix_bytes
 
 
 def good_step(m, l, acc, scores, v_block):
@@ -36,10 +36,10 @@ def test_online_step_accepts_a_step_that_works_in_place():
     assert check_online_softmax_step(in_place, verbose=False)
 
 
-@pytest.mark.parametrize("slip", list(exercises._STEP_SLIPS))
+@pytest.mark.parametrize("slip", list(nb10_cost._STEP_SLIPS))
 def test_online_step_names_each_slip(slip):
     def step(m, l, acc, scores, v_block):
-        return exercises._variant_step(m, l, acc, scores, v_block, slip)
+        return nb10_cost._variant_step(m, l, acc, scores, v_block, slip)
 
     result = check_online_softmax_step(step, verbose=False)
     assert not result and result.mistake == slip
@@ -73,8 +73,8 @@ def test_online_step_other_outcomes(fn, mistake, capsys):
 
 
 def test_online_step_reference_matches_the_library():
-    for case in exercises._step_cases():
-        states = exercises._reference_states(case)
+    for case in nb10_cost._step_cases():
+        states = nb10_cost._reference_states(case)
         assert len(states) == len(case.blocks())
         assert torch.isfinite(states[-1][1]).all()
 
@@ -86,7 +86,7 @@ def right_bytes(B, L, dtype):
 def test_score_bytes_passes():
     result = check_score_matrix_bytes(right_bytes, verbose=False)
     assert result and "512 MiB" in result.message
-    assert exercises.score_matrix_bytes(8, 4096, torch.float32) == 512 * 2**20
+    assert nb10_cost.score_matrix_bytes(8, 4096, torch.float32) == 512 * 2**20
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,193 @@
+"""Experiment helpers shared by several notebooks (torch only).
+
+The argument checks of the experiments (a size, a choice among names, a seeded generator);
+the multiply-adds and memory of one attention layer and the length where attention overtakes
+the projections (notebooks 01, 04 and 10); a batch's keep-mask from its lengths (notebooks 07
+and 10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..masks import causal_mask, combine_masks, padding_mask
+from ..shapes import ShapeError, check_size
+
+
+def _int(name: str, value: object, minimum: int, error: type[Exception] = ValueError) -> int:
+    """Return ``value`` as an int ≥ ``minimum`` (shapes.check_size: the one home of the rule)."""
+    return check_size(name, value, minimum, error=error)
+
+
+def _dim(name: str, value: object, minimum: int = 1) -> int:
+    """A width or a length: an int ≥ ``minimum``, else ShapeError."""
+    return check_size(name, value, minimum, error=ShapeError)
+
+
+def _dims(name: str, values: Sequence[int]) -> list[int]:
+    if isinstance(values, (int, bool)) or len(values) == 0:
+        raise ShapeError(f"{name} must be a non-empty sequence of ints ≥ 1, got {values!r}.")
+    return [_dim(f"{name}[{i}]", v) for i, v in enumerate(values)]
+
+
+def _generator(seed: object) -> torch.Generator:
+    return torch.Generator().manual_seed(_int("seed", seed, 0))
+
+
+def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class AttentionCost:
+    """Multiply-adds and memory of single-head self-attention on a (B, L, d_model) input.
+
+    Counts are multiply-add operations (MACs; FLOPs ≈ 2 × MACs). The softmax's
+    O(B·L²) exponentials and the scaling are not counted.
+
+    Attributes:
+        L, d_model, d_k, d_v, batch: the sizes. bytes_per_element: of the dtype.
+        projection_macs: B·L·d_model·(2 d_k + d_v), for Q, K and V.
+        score_macs: B·L²·d_k, for Q Kᵀ.
+        weighted_sum_macs: B·L²·d_v, for weights @ V.
+        score_matrix_bytes: B·L²·bytes, one (B, L, L) matrix (scores or weights).
+    """
+
+    L: int
+    d_model: int
+    d_k: int
+    d_v: int
+    batch: int
+    bytes_per_element: int
+    projection_macs: int
+    score_macs: int
+    weighted_sum_macs: int
+    score_matrix_bytes: int
+
+    @property
+    def attention_macs(self) -> int:
+        """score_macs + weighted_sum_macs, the part that grows as L²."""
+        return self.score_macs + self.weighted_sum_macs
+
+    @property
+    def total_macs(self) -> int:
+        """All multiply-adds: projections and attention."""
+        return self.projection_macs + self.attention_macs
+
+
+def _widths(d_model: int, d_k: int | None, d_v: int | None) -> tuple[int, int, int]:
+    d_model = _dim("d_model", d_model)
+    d_k = d_model if d_k is None else _dim("d_k", d_k)
+    d_v = d_k if d_v is None else _dim("d_v", d_v)
+    return d_model, d_k, d_v
+
+
+def attention_cost(
+    L: int,
+    d_model: int,
+    d_k: int | None = None,
+    d_v: int | None = None,
+    *,
+    batch: int = 1,
+    dtype: torch.dtype = torch.float32,
+) -> AttentionCost:
+    """Count the multiply-adds and the L × L memory of single-head self-attention.
+
+    Args:
+        L: sequence length (≥ 1). d_model: input width (≥ 1).
+        d_k: query/key width (default d_model). d_v: value width (default d_k).
+        batch: B (≥ 1). dtype: sets bytes per element of the score matrix.
+
+    Returns:
+        :class:`AttentionCost` (Python ints: no overflow).
+
+    Raises:
+        ShapeError: a size < 1. TypeError: dtype not a torch.dtype.
+
+    Source: Vaswani et al. 2017, Table 1 (O(n²·d) per self-attention layer); article 1.2.
+    """
+    L = _dim("L", L)
+    d_model, d_k, d_v = _widths(d_model, d_k, d_v)
+    B = _dim("batch", batch)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}.")
+    nbytes = torch.empty((), dtype=dtype).element_size()
+    return AttentionCost(
+        L=L,
+        d_model=d_model,
+        d_k=d_k,
+        d_v=d_v,
+        batch=B,
+        bytes_per_element=nbytes,
+        projection_macs=B * L * d_model * (2 * d_k + d_v),
+        score_macs=B * L * L * d_k,
+        weighted_sum_macs=B * L * L * d_v,
+        score_matrix_bytes=B * L * L * nbytes,
+    )
+
+
+def crossover_length(d_model: int, d_k: int | None = None, d_v: int | None = None) -> float:
+    """The L above which attention's L² work exceeds the projections' L work.
+
+    L²(d_k + d_v) = L·d_model·(2 d_k + d_v) at L* = d_model·(2 d_k + d_v)/(d_k + d_v):
+    1.5·d_model when d_k = d_v, i.e. "about d_model". (Counting only Q Kᵀ against
+    the Q and K projections gives 2·d_model; a Transformer layer's output projection
+    and feed-forward block push it further out.)
+
+    Raises:
+        ShapeError: a width < 1.
+
+    Source: the cost model of :func:`attention_cost`; compare Vaswani et al. 2017, sec. 4
+        and Table 1 (O(n²·d) per self-attention layer, O(n·d²) per recurrent layer).
+    """
+    d_model, d_k, d_v = _widths(d_model, d_k, d_v)
+    return d_model * (2 * d_k + d_v) / (d_k + d_v)
+
+
+PADDING_SIDES = ("right", "left")
+
+
+def keep_from_lengths(
+    lengths: Sequence[int],
+    L: int | None = None,
+    *,
+    causal: bool = False,
+    padding_side: str = "right",
+) -> torch.Tensor:
+    """The keep-mask of a padded batch, at the scores' rank: padding, optionally causal.
+
+    Padded *keys* are blocked for every query (the padding mask is (B, 1, L), so it
+    broadcasts over the query rows); padded *queries* are not blocked, they still
+    attend to the real keys. With ``causal`` the (L, L) causal mask is combined with
+    logical and. Left padding puts the real tokens at the end: combined with a causal
+    mask, the first query rows of a short sequence then have no allowed key at all.
+
+    Args:
+        lengths: (B,) real lengths, each in 0..L.
+        L: the padded length L_q = L_k; default max(lengths).
+        causal: also block the future (keys after the query).
+        padding_side: "right" (real tokens first) or "left" (real tokens last).
+
+    Returns:
+        bool (B, L, L), True = may attend.
+
+    Raises:
+        TypeError / ValueError / ShapeError: as attn_lib.padding_mask; an unknown
+            padding_side; causal not a bool.
+
+    Source: article section 4.1; attn_lib.padding_mask, causal_mask, combine_masks.
+    """
+    padding_side = _choice("padding_side", padding_side, PADDING_SIDES)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}.")
+    pad = padding_mask(list(lengths), L)  # (B, 1, L): True at real keys
+    if padding_side == "left":
+        pad = pad.flip(-1)  # the same count of real keys, at the end
+    B, L = pad.shape[0], pad.shape[-1]
+    masks = [pad, causal_mask(L)] if causal else [pad]  # (B, 1, L) and (L, L)
+    return combine_masks(*masks).expand(B, L, L).clone()  # (B, L, L)
