@@ -20,6 +20,15 @@ from functools import cache
 import torch
 
 from .core import SingleHeadAttention, scaled_dot_product_attention
+from .lessons._examples import (
+    ARTICLE_BATCH,
+    ARTICLE_D_K,
+    ARTICLE_D_MODEL,
+    ARTICLE_SEED,
+    ARTICLE_SEQ_LEN,
+    ArticleExample,
+    article_example,
+)
 from .masks import causal_mask, padding_mask
 from .shapes import ShapeError, check_size
 
@@ -54,58 +63,9 @@ __all__ = [
     "tokenize",
 ]
 
-ARTICLE_SEED = 42
-ARTICLE_BATCH = 2
-ARTICLE_SEQ_LEN = 4
-ARTICLE_D_MODEL = 8
-ARTICLE_D_K = 8
 # Real lengths used for the padding example: element 0 is full, element 1 has 2 real tokens.
 EXAMPLE_LENGTHS = (4, 2)
 MASK_CHOICES = ("none", "padding", "causal")
-
-
-@dataclass(frozen=True)
-class ArticleExample:
-    """The article's input and module, with the projections it computes.
-
-    Attributes:
-        x: (B, L, d_model) = (2, 4, 8), float32, the input.
-        model: SingleHeadAttention(8, 8), no bias, in eval mode.
-        Q, K: (B, L, d_k) = (2, 4, 8), float32, x projected by W_Q and W_K.
-        V: (B, L, d_v) = (2, 4, 8), float32, x projected by W_V.
-
-    Source: article section 3.1.
-    """
-
-    x: torch.Tensor
-    model: SingleHeadAttention
-    Q: torch.Tensor
-    K: torch.Tensor
-    V: torch.Tensor
-
-
-def article_example() -> ArticleExample:
-    """Rebuild the article's worked example: seed 42, x = randn(2, 4, 8), then the module.
-
-    The global random state is saved and restored, so calling this does not
-    change what the caller's next ``torch.randn`` returns.
-
-    Returns:
-        ArticleExample with x (2, 4, 8), the module and its Q, K, V (2, 4, 8),
-        all float32, computed without gradients.
-
-    Source: article section 3.1 (the setup) and 3.3 (the module call).
-    """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(ARTICLE_SEED)
-        # Same order as the article: first the input, then the module's weights.
-        x = torch.randn(ARTICLE_BATCH, ARTICLE_SEQ_LEN, ARTICLE_D_MODEL)  # (B, L, d_model)
-        model = SingleHeadAttention(ARTICLE_D_MODEL, ARTICLE_D_K).eval()
-    with torch.no_grad():
-        Q = model.W_Q(x)  # (B, L, d_k)
-        K = model.W_K(x)  # (B, L, d_k)
-        V = model.W_V(x)  # (B, L, d_v)
-    return ArticleExample(x=x, model=model, Q=Q, K=K, V=V)
 
 
 def example_mask(mask: str, L: int = ARTICLE_SEQ_LEN) -> torch.Tensor | None:
@@ -800,152 +760,4 @@ __all__ += [  # notebook 06's public names, added to the list at the top
     "article_mha_example",
     "convention_keep_mask",
     "convention_setting",
-]
-
-
-# ---------------------------------------------------------------------------
-# Notebook 08: dropout on the attention weights (article section 4.3)
-# ---------------------------------------------------------------------------
-
-DROPOUT_PLACEMENTS = ("after softmax", "before softmax", "none")
-# Seed of the one uniform draw that decides which cells drop: a cell drops at rate p when
-# its uniform number is below p, so raising p only ever drops more cells (a slider reads
-# smoothly) and every setting is reproducible.
-DROPOUT_SEED = 8
-
-
-@dataclass(frozen=True)
-class DropoutSetting:
-    """The article's example with dropout placed after the softmax, before it, or nowhere.
-
-    Attributes:
-        p: dropout probability, in [0, 1).
-        placement: "after softmax" (on the weights, before V: what nn.MultiheadAttention
-            and attn_lib do), "before softmax" (on the scores) or "none".
-        training: dropout acts only in training mode.
-        batch_index: which sequence of the example (0 or 1).
-        scores: (L_q, L_k) = (4, 4), float32, Q Kᵀ / √d_k before any dropout.
-        weights: (L_q, L_k), float32, the weights that multiply V.
-        dropped: (L_q, L_k) bool, True where dropout zeroed the weight (after softmax)
-            or the score (before softmax); all False when dropout does not act.
-        row_sums: (L_q,), float32, each row's sum.
-        keep: (L_q, L_k) bool, all True (no mask here; for the shared heatmap view).
-        key_labels: "0" … "3".
-
-    Source: article section 4.3; torch.nn.functional.dropout (inverted dropout).
-    """
-
-    p: float
-    placement: str
-    training: bool
-    batch_index: int
-    scores: torch.Tensor
-    weights: torch.Tensor
-    dropped: torch.Tensor
-    row_sums: torch.Tensor
-    keep: torch.Tensor
-    key_labels: tuple[str, ...]
-
-    @property
-    def active(self) -> bool:
-        """Whether dropout changed anything: training mode, a placement and p > 0."""
-        return self.training and self.placement != "none" and self.p > 0
-
-    @property
-    def title(self) -> str:
-        """A one-line description of the setting, for figure titles."""
-        mode = "training" if self.training else "eval"
-        where = "no dropout" if self.placement == "none" else f"dropout {self.placement}"
-        return f"{where} · p = {self.p:.2f} · {mode} mode"
-
-
-def dropout_setting(
-    p: float = 0.2, placement: str = "after softmax", training: bool = True, batch_index: int = 0
-) -> DropoutSetting:
-    """Weights of the article's example under one dropout setting (a pure function).
-
-    Inverted dropout, as ``torch.nn.functional.dropout``: a dropped entry becomes 0 and
-    every kept entry is divided by 1 − p, so the expected value of each entry is
-    unchanged. "after softmax" drops weights: rows then sum to 1 only on average.
-    "before softmax" drops scores: a dropped score becomes 0 (weight exp(0)/Σ, not
-    "ignored") and the kept ones are divided by 1 − p; every row still sums to 1.
-    Which cells drop comes from one fixed uniform draw (seed :data:`DROPOUT_SEED`):
-    a cell drops when its number is below p.
-
-    Args:
-        p: dropout probability in [0, 1).
-        placement: one of :data:`DROPOUT_PLACEMENTS`.
-        training: True applies dropout, False (eval mode) never does.
-        batch_index: 0 or 1.
-
-    Returns:
-        DropoutSetting with scores, weights, dropped (4, 4) and row_sums (4,).
-
-    Raises:
-        TypeError: p not a real number, training not a bool.
-        ValueError: p outside [0, 1), an unknown placement, batch_index not 0 or 1.
-
-    Source: article section 4.3; torch.nn.functional.dropout; torch.nn.MultiheadAttention
-        (dropout on the attention weights).
-    """
-    if isinstance(p, bool) or not isinstance(p, int | float):
-        raise TypeError(f"p must be a real number in [0, 1), got {type(p).__name__}.")
-    if not 0.0 <= float(p) < 1.0:
-        raise ValueError(f"p must be in [0, 1), got {p}: it is the probability of dropping.")
-    if placement not in DROPOUT_PLACEMENTS:
-        raise ValueError(f"placement must be one of {DROPOUT_PLACEMENTS}, got {placement!r}.")
-    if not isinstance(training, bool):
-        raise TypeError(f"training must be True or False, got {training!r}.")
-    if isinstance(batch_index, bool) or batch_index not in range(ARTICLE_BATCH):
-        raise ValueError(f"batch_index must be 0 or 1, got {batch_index!r}.")
-    cached = _dropout_setting(round(float(p), 6), placement, training, batch_index)
-    return replace(
-        cached,
-        scores=cached.scores.clone(),
-        weights=cached.weights.clone(),
-        dropped=cached.dropped.clone(),
-        row_sums=cached.row_sums.clone(),
-        keep=cached.keep.clone(),
-    )
-
-
-@cache
-def _dropout_uniform() -> torch.Tensor:
-    g = torch.Generator().manual_seed(DROPOUT_SEED)
-    return torch.rand(ARTICLE_SEQ_LEN, ARTICLE_SEQ_LEN, generator=g)  # (L_q, L_k)
-
-
-@cache
-def _dropout_setting(p: float, placement: str, training: bool, batch_index: int) -> DropoutSetting:
-    ex = article_example()
-    Q, K = ex.Q[batch_index], ex.K[batch_index]  # (L, d_k) each
-    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (L_q, L_k)
-    active = training and placement != "none" and p > 0
-    dropped = (_dropout_uniform() < p) if active else torch.zeros_like(scores, dtype=torch.bool)
-    if active and placement == "before softmax":
-        weights = torch.softmax(torch.where(dropped, 0.0, scores / (1 - p)), dim=-1)
-    else:
-        weights = torch.softmax(scores, dim=-1)  # (L_q, L_k)
-        if active:
-            weights = torch.where(dropped, 0.0, weights / (1 - p))
-    L = ARTICLE_SEQ_LEN
-    return DropoutSetting(
-        p=p,
-        placement=placement,
-        training=training,
-        batch_index=batch_index,
-        scores=scores,
-        weights=weights,
-        dropped=dropped,
-        row_sums=weights.sum(dim=-1),  # (L_q,)
-        keep=torch.ones(L, L, dtype=torch.bool),
-        key_labels=tuple(str(j) for j in range(L)),
-    )
-
-
-__all__ += [  # notebook 08's public names, added to the list at the top
-    "DROPOUT_PLACEMENTS",
-    "DROPOUT_SEED",
-    "DropoutSetting",
-    "dropout_setting",
 ]

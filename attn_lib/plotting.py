@@ -38,7 +38,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 from matplotlib.ticker import LogLocator, NullLocator
 
-from .data import ConventionResult, DropoutSetting
+from .data import ConventionResult
 from .experiments import (
     CostCurves,
     MaskSetting,
@@ -47,14 +47,12 @@ from .experiments import (
     SaturationCurve,
     SaturationRow,
     ShapeWalkthrough,
-    SoftmaxOverflow,
     TokenQKV,
 )
 
 __all__ = [
     "ATTENTION_CMAP",
     "BIAS_LABELS",
-    "DROPPED_EDGE",
     "JACOBIAN_CMAP",
     "JACOBIAN_LIMIT",
     "MASKED_COLOR",
@@ -65,18 +63,15 @@ __all__ = [
     "SCALING_STYLES",
     "BlitRenderer",
     "ConventionView",
-    "DropoutView",
     "HeatmapArtists",
     "MaskPanel",
     "MaskSettingView",
-    "OverflowWeightsPanel",
     "PanelCacheRenderer",
     "RetrievalView",
     "SaturationView",
     "ShapeDiagramLimits",
     "ShapeWalkthroughView",
     "SoftmaxBarsView",
-    "SoftmaxOverflowView",
     "TokenQKVView",
     "WeightsRowSumsView",
     "add_mask_legend",
@@ -87,15 +82,12 @@ __all__ = [
     "figure_to_png",
     "freeze_layout",
     "new_figure",
-    "overflow_title",
     "plot_attention",
     "plot_attention_cost",
     "plot_attention_gallery",
     "plot_bias_gallery",
     "plot_convention_gallery",
     "plot_convention_setting",
-    "plot_dropout_gallery",
-    "plot_dropout_setting",
     "plot_gradient_quantiles",
     "plot_keep_masks",
     "plot_mask_gallery",
@@ -109,8 +101,6 @@ __all__ = [
     "plot_shape_gallery",
     "plot_shape_walkthrough",
     "plot_softmax_bars_gallery",
-    "plot_softmax_overflow",
-    "plot_softmax_overflow_gallery",
     "plot_token_attention_gallery",
     "plot_token_qkv",
     "plot_vectors_2d",
@@ -126,6 +116,8 @@ from .lessons._figures import (
     ATTENTION_CMAP,
     MASKED_COLOR,
     MASKED_MARK,
+    NAN_EDGE,
+    NAN_FACE,
     BlitRenderer,
     HeatmapArtists,
     WeightsRowSumsView,
@@ -135,7 +127,6 @@ from .lessons._figures import (
     _fill_cells,
     _keep_array,
     _labels,
-    _row_sums_axis,
     _to_numpy,
     _weights_colorbar,
     add_mask_legend,
@@ -1400,8 +1391,6 @@ def plot_saturation_view(
 # Notebook 06: one mask, three implementations (article section 3.4)
 # ---------------------------------------------------------------------------
 
-NAN_FACE = (1.0, 0.86, 0.86, 1.0)  # pale red under a red hatch: a NaN weight
-NAN_EDGE = (0.85, 0.25, 0.25, 1.0)
 _NAN_TEXT = (0.55, 0.0, 0.0, 1.0)
 _NAN_LEGEND = "red hatch = NaN (not a number): no weights at all"
 _PASSED_BLOCKED = (0.55, 0.55, 0.55, 1.0)  # mask panel: a cell the receiver reads as blocked
@@ -2779,392 +2768,4 @@ def plot_attention_cost(
             axis.set_major_formatter(FuncFormatter(_power_of_ten_label))
     if title:
         fig.suptitle(title)
-    return fig
-
-
-# ---------------------------------------------------------------------------
-# Notebook 08: dropout on the weights, and a naive softmax overflowing (article 4.3)
-# ---------------------------------------------------------------------------
-
-DROPPED_EDGE = (0.85, 0.15, 0.15, 1.0)  # red dashed outline: a cell dropout touched
-_DROPPED_LEGEND = (
-    "red dashed outline = dropped: weight set to 0 (after softmax) or score set to 0 "
-    "(before softmax)"
-)
-_SUM_OFF_COLOR = (0.80, 0.40, 0.10, 1.0)  # a row sum that is not 1
-_SUM_ONE_COLOR = "0.55"
-_DROPOUT_SUMS_MAX = 2.6  # 1/(1 - p) at the slider's largest p = 0.6 is 2.5
-_NAIVE_COLOR = "0.62"
-_STABLE_COLOR = (0.16, 0.45, 0.56, 1.0)  # a blue-teal from viridis' middle
-_OVERFLOW_NAN_TEXT = (0.55, 0.0, 0.0, 1.0)
-
-
-def _dropout_legend(fig: Figure) -> Legend:
-    """The legend under a dropout figure: dropped cells and row sums that are not 1."""
-    return fig.legend(
-        handles=[
-            Patch(fill=False, edgecolor=DROPPED_EDGE, linestyle="--", label=_DROPPED_LEGEND),
-            Patch(facecolor=_SUM_OFF_COLOR, label="row sum ≠ 1"),
-        ],
-        loc="outside lower center", ncols=2, frameon=False, fontsize=9,
-    )  # fmt: skip
-
-
-class DropoutView:
-    """Weights of one dropout setting (dropped cells outlined) and their row sums, updatable.
-
-    The heatmap uses the series' colormap on 0–1 (a kept weight divided by 1 − p can
-    exceed 1: its cell shows the top colour and its number). The row sums are
-    horizontal bars on 0–2.6 with a dashed line at 1, orange when a sum is not 1.
-
-    Args:
-        fig: the figure (a plain Figure for a dashboard, a pyplot one for a cell).
-        L: number of queries and keys.
-        axes: (heatmap axes, row-sum axes) to draw into; None makes a 1 × 2 grid.
-        legend: add the figure legend explaining the outlines.
-
-    Source: article section 4.3; STYLE.md of this series.
-    """
-
-    def __init__(
-        self,
-        fig: Figure,
-        L: int,
-        *,
-        axes: tuple[Axes, Axes] | None = None,
-        legend: bool = True,
-    ) -> None:
-
-        self.fig = fig
-        self.L = L
-        own_figure = axes is None  # a whole figure: the setting's title goes on top
-        if axes is None:
-            axes = tuple(fig.subplots(1, 2, width_ratios=[1.35, 1.0]))
-            engine = fig.get_layout_engine()
-            if engine is not None and "wspace" in engine.get():
-                # room between the colorbar's label and the row sums' y label
-                engine.set(wspace=0.12)
-        ax_w, ax_s = axes
-        self.heatmap = draw_attention_heatmap(
-            ax_w, np.zeros((L, L)), None, title="attention weights", mask_legend=False
-        )
-        self.outlines = [
-            [
-                ax_w.add_patch(
-                    Rectangle(
-                        (j - 0.44, i - 0.44), 0.88, 0.88, fill=False, edgecolor=DROPPED_EDGE,
-                        linestyle="--", linewidth=2.2, visible=False,
-                    )
-                )
-                for j in range(L)
-            ]
-            for i in range(L)
-        ]  # fmt: skip
-        self.bars, self.one_line, self.sum_texts = _row_sums_axis(
-            ax_s, L, xmax=_DROPOUT_SUMS_MAX, xticks=[0.0, 0.5, 1.0, 1.5, 2.0, 2.5],
-            text_x=0.04, text_color="black", bar_color=_SUM_ONE_COLOR,
-        )  # fmt: skip
-        self.ax_sums = ax_s
-        self.legend = None
-        if legend:
-            self.legend = _dropout_legend(fig)
-        self.suptitle = fig.suptitle("") if own_figure else None
-
-    @property
-    def dynamic_artists(self) -> list[Artist]:
-        """The artists :meth:`update` changes, in drawing order."""
-        cells = [t for row in self.heatmap.texts for t in row]
-        outlines = [r for row in self.outlines for r in row]
-        # The mask overlay stays fully transparent here (dropout is not a mask), so it can
-        # stay in the cached background.
-        artists = [
-            self.heatmap.image, *self.heatmap.ax.spines.values(), *cells,
-            *outlines, *self.bars.patches, self.one_line, *self.ax_sums.spines.values(),
-            *self.sum_texts,
-        ]  # fmt: skip
-        return artists + ([self.suptitle] if self.suptitle is not None else [])
-
-    def update(self, setting: DropoutSetting, title: str | None = None) -> None:
-        """Show a setting: weights (L, L), dropped (L, L), row_sums (L,), key_labels, title."""
-        update_attention_heatmap(self.heatmap, setting.weights, None, key_labels=setting.key_labels)
-        dropped = setting.dropped.detach().cpu().numpy()
-        for i, row in enumerate(self.outlines):
-            for j, rect in enumerate(row):
-                rect.set_visible(bool(dropped[i, j]))
-        sums = setting.row_sums.detach().cpu().numpy()
-        for bar, text, s in zip(self.bars.patches, self.sum_texts, sums, strict=True):
-            bar.set_width(float(s))
-            bar.set_facecolor(_SUM_OFF_COLOR if abs(float(s) - 1.0) > 1e-4 else _SUM_ONE_COLOR)
-            text.set_text(f"{s:.4f}")
-            text.set_x(float(s) + 0.04)  # just right of the bar's end
-        if self.suptitle is not None:
-            self.suptitle.set_text(setting.title if title is None else title)
-        else:
-            self.heatmap.ax.set_title(setting.title if title is None else title, fontsize=10)
-
-
-@_closes_figures_on_error
-def plot_dropout_setting(
-    setting: DropoutSetting, figsize: tuple[float, float] = (8.4, 4.2)
-) -> Figure:
-    """A static pyplot rendering of one dropout setting, as the dashboard shows it.
-
-    Args:
-        setting: e.g. :func:`attn_lib.data.dropout_setting`.
-        figsize: inches.
-
-    Returns:
-        The pyplot figure (end the cell with ``plt.show()``).
-
-    Source: article section 4.3; STYLE.md of this series.
-    """
-    fig = plt.figure(figsize=figsize, layout="constrained")
-    DropoutView(fig, setting.weights.shape[-1]).update(setting)
-    return fig
-
-
-@_closes_figures_on_error
-def plot_dropout_gallery(
-    settings: Sequence[DropoutSetting],
-    *,
-    titles: Sequence[str] | None = None,
-    suptitle: str | None = None,
-    panel_width: float = 3.4,
-) -> Figure:
-    """Several dropout settings side by side: heatmaps on top, their row sums below.
-
-    Args:
-        settings: e.g. a few :func:`attn_lib.data.dropout_setting` results.
-        titles: one short title per column; default each setting's title.
-        suptitle: a title over all panels.
-        panel_width: width of one column in inches.
-
-    Returns:
-        A pyplot figure (end the cell with ``plt.show()``).
-
-    Raises:
-        ValueError: no settings, or titles of another length.
-
-    Source: article section 4.3; STYLE.md of this series.
-    """
-    if not settings:
-        raise ValueError("give at least one setting.")
-    n = len(settings)
-    titles = [s.title for s in settings] if titles is None else list(titles)
-    if len(titles) != n:
-        raise ValueError(f"titles has {len(titles)} entries for {n} settings.")
-    fig, axes = plt.subplots(
-        2, n, figsize=(panel_width * n + 0.6, 6.6), layout="constrained", squeeze=False,
-        height_ratios=[1.25, 1.0],
-    )  # fmt: skip
-    views = []
-    for col, setting in enumerate(settings):
-        view = DropoutView(fig, setting.weights.shape[-1], axes=(axes[0][col], axes[1][col]),
-                           legend=False)  # fmt: skip
-        view.heatmap.colorbar.remove()
-        view.update(setting, title=titles[col])
-        views.append(view)
-        if col:
-            axes[0][col].set_ylabel("")
-            axes[1][col].set_ylabel("")
-    _weights_colorbar(fig, views[0].heatmap.image, list(axes[0]))
-    _dropout_legend(fig)
-    if suptitle:
-        fig.suptitle(suptitle)
-    return fig
-
-
-class OverflowWeightsPanel:
-    """Naive and stable softmax weights of one row side by side; NaN drawn as a hatched bar.
-
-    Args:
-        ax: the axes.
-        n: number of keys.
-        ylabel: y axis label, or None.
-
-    Source: article section 4.3.
-    """
-
-    def __init__(self, ax: Axes, n: int, *, ylabel: str | None = "weight (0 to 1)") -> None:
-        self.ax = ax
-        x = np.arange(n)
-        self.naive = ax.bar(x - 0.2, np.zeros(n), width=0.38, color=_NAIVE_COLOR, edgecolor="0.3",
-                            label="naive: exp(x) / Σ exp(x)")  # fmt: skip
-        self.stable = ax.bar(x + 0.2, np.zeros(n), width=0.38, color=_STABLE_COLOR,
-                             edgecolor="0.3", label="max trick: exp(x − max) / Σ …")  # fmt: skip
-        self.nan_texts = [
-            ax.text(i - 0.2, 0.5, "", ha="center", va="center", rotation=90, fontsize=11,
-                    fontweight="bold", color=_OVERFLOW_NAN_TEXT)
-            for i in x
-        ]  # fmt: skip
-        self.note = ax.text(
-            0.97, 0.95, "", transform=ax.transAxes, ha="right", va="top", fontsize=9,
-            color=_OVERFLOW_NAN_TEXT, wrap=True,
-        )  # fmt: skip
-        ax.set_xticks(x, [f"key {i}" for i in x])
-        ax.set_ylim(0.0, 1.08)
-        ax.set_yticks([0.0, 0.25, 0.5, 0.75, 1.0])
-        if ylabel:
-            ax.set_ylabel(ylabel)
-        self.title = ax.set_title("")
-
-    @property
-    def dynamic_artists(self) -> list[Artist]:
-        """The artists :meth:`update` changes, in drawing order."""
-        return [*self.naive.patches, *self.stable.patches, *self.nan_texts, self.note, self.title]
-
-    def update(self, result: SoftmaxOverflow, title: str | None = None) -> None:
-        """Show the naive and stable weights of ``result``."""
-        naive = result.naive.detach().cpu().numpy()
-        stable = result.stable.detach().cpu().numpy()
-        for bar, text, w in zip(self.naive.patches, self.nan_texts, naive, strict=True):
-            if np.isnan(w):
-                bar.set_height(1.0)
-                bar.set(facecolor=NAN_FACE, edgecolor=NAN_EDGE, hatch="//")
-                text.set_text("NaN")
-            else:
-                bar.set_height(float(w))
-                bar.set(facecolor=_NAIVE_COLOR, edgecolor="0.3", hatch=None)
-                text.set_text("")
-        for bar, w in zip(self.stable.patches, stable, strict=True):
-            bar.set_height(float(w))
-        notes = {
-            "none": "",
-            "sum overflow": "naive: Σ exp(x) = inf,\nso every weight is 0",
-            "nan": "naive: exp(largest) = inf,\ninf / inf = NaN",
-        }
-        self.note.set_text(notes[result.failure])
-        if title is None:
-            title = f"{result.dtype}, largest score {result.largest:g}"
-        self.title.set_text(title)
-
-
-def _overflow_legend_handles() -> list[Patch]:
-    return [
-        Patch(facecolor=_NAIVE_COLOR, edgecolor="0.3", label="naive softmax: exp(x) / Σ exp(x)"),
-        Patch(facecolor=_STABLE_COLOR, edgecolor="0.3", label="max trick: exp(x − max) / Σ"),
-        Patch(facecolor=NAN_FACE, edgecolor=NAN_EDGE, hatch="//", label="NaN (inf / inf)"),
-    ]
-
-
-def overflow_title(result: SoftmaxOverflow) -> str:
-    """A one-line verdict for a SoftmaxOverflow result, for figure titles.
-
-    Source: article section 4.3.
-    """
-    head = f"{result.dtype}, largest score {result.largest:g}: exp({result.largest:g}) = "
-    if result.failure == "nan":
-        return head + f"inf (above {result.threshold:.2f}), so the naive softmax gives NaN"
-    if result.failure == "sum overflow":
-        return head + (
-            f"{result.exp_largest:.3g}, but Σ exp overflows (above {result.sum_threshold:.2f}): "
-            f"naive weights all 0"
-        )
-    return head + f"{result.exp_largest:.3g}: both softmaxes agree"
-
-
-class SoftmaxOverflowView:
-    """One row of scores with the overflow threshold, and its naive and stable softmax.
-
-    Left: the scores as bars and a dashed red line at log(finfo(dtype).max), above
-    which exp overflows. Right: :class:`OverflowWeightsPanel`.
-
-    Args:
-        fig: an empty figure.
-        n: number of keys in the row.
-
-    Source: article section 4.3.
-    """
-
-    def __init__(self, fig: Figure, n: int) -> None:
-        self.fig = fig
-        ax_s, ax_w = fig.subplots(1, 2, width_ratios=[1.0, 1.35])
-        x = np.arange(n)
-        self.score_bars = ax_s.bar(x, np.zeros(n), width=0.6, color="0.45")
-        ax_s.axhline(0.0, color="black", linewidth=0.8)
-        self.threshold_line = ax_s.axhline(1.0, color=NAN_EDGE, linestyle="--", linewidth=1.5)
-        self.threshold_text = ax_s.text(
-            0.97, 1.0, "", ha="right", va="bottom", color=_OVERFLOW_NAN_TEXT, fontsize=9,
-            transform=ax_s.get_yaxis_transform(),  # x in axes fraction, y in score units
-        )
-        ax_s.set_xticks(x, [f"key {i}" for i in x])
-        ax_s.set_ylabel("score x (a logit)")
-        ax_s.set_title("one row of scores")
-        self.ax_scores = ax_s
-        self.zero_line = ax_s.lines[0]
-        self.weights = OverflowWeightsPanel(ax_w, n)
-        fig.legend(handles=_overflow_legend_handles(), loc="outside lower center", ncols=3,
-                   frameon=False, fontsize=9)  # fmt: skip
-        self.suptitle = fig.suptitle("", fontsize=11)
-
-    @property
-    def dynamic_artists(self) -> list[Artist]:
-        """The artists :meth:`update` changes, in drawing order (the y limits aside)."""
-        return [
-            *self.score_bars.patches, self.zero_line, self.threshold_line, self.threshold_text,
-            *self.ax_scores.spines.values(), *self.weights.dynamic_artists, self.suptitle,
-        ]  # fmt: skip
-
-    @staticmethod
-    def score_top(result: SoftmaxOverflow) -> float:
-        """Upper y limit of the scores panel: one of a few fixed levels (15, 30, 60, 120)."""
-        need = 1.15 * max(float(result.scores.float().max()), result.threshold)
-        return next((top for top in (15.0, 30.0, 60.0, 120.0) if need <= top), need)
-
-    def update(self, result: SoftmaxOverflow) -> None:
-        """Show one :class:`attn_lib.experiments.SoftmaxOverflow` result."""
-        scores = result.scores.float().numpy()
-        for bar, s in zip(self.score_bars.patches, scores, strict=True):
-            bar.set_height(float(s))
-        top = self.score_top(result)
-        self.ax_scores.set_ylim(-(3.0 + 0.05 * top), top)  # the lowest score is ≥ -3
-        self.threshold_line.set_ydata([result.threshold, result.threshold])
-        self.threshold_text.set_y(result.threshold)
-        self.threshold_text.set_text(f"exp overflows above {result.threshold:.2f}")
-        self.weights.update(result, title="weights of this row")
-        self.suptitle.set_text(overflow_title(result))
-
-
-@_closes_figures_on_error
-def plot_softmax_overflow(result: SoftmaxOverflow, figsize: tuple[float, float] = (9.0, 4.0)) -> Figure:
-    """A static pyplot rendering of one overflow setting, as the dashboard shows it.
-
-    Returns:
-        The pyplot figure (end the cell with ``plt.show()``).
-
-    Source: article section 4.3.
-    """
-    fig = plt.figure(figsize=figsize, layout="constrained")
-    SoftmaxOverflowView(fig, result.scores.shape[-1]).update(result)
-    return fig
-
-
-@_closes_figures_on_error
-def plot_softmax_overflow_gallery(
-    results: Sequence[SoftmaxOverflow], *, suptitle: str | None = None, panel_width: float = 2.7
-) -> Figure:
-    """Naive against stable softmax for several (dtype, largest score) settings.
-
-    Returns:
-        A pyplot figure (end the cell with ``plt.show()``).
-
-    Raises:
-        ValueError: no results.
-
-    Source: article section 4.3.
-    """
-    if not results:
-        raise ValueError("give at least one result.")
-    n = len(results)
-    fig, axes = plt.subplots(1, n, figsize=(panel_width * n + 0.4, 3.5), layout="constrained",
-                             squeeze=False)  # fmt: skip
-    for i, (ax, result) in enumerate(zip(axes[0], results, strict=True)):
-        panel = OverflowWeightsPanel(ax, result.scores.shape[-1], ylabel=None if i else
-                                     "weight (0 to 1)")  # fmt: skip
-        panel.update(result)
-        ax.tick_params(axis="x", labelsize=8)
-    fig.legend(handles=_overflow_legend_handles(), loc="outside lower center", ncols=3,
-               frameon=False, fontsize=9)  # fmt: skip
-    if suptitle:
-        fig.suptitle(suptitle)
     return fig

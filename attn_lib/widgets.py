@@ -25,19 +25,15 @@ import ipywidgets as widgets
 import torch
 
 from .data import (
-    ARTICLE_SEQ_LEN,
     CONVENTION_MASK_CHOICES,
-    DROPOUT_PLACEMENTS,
     KEY_FEATURES,
     MASK_CHOICES,
     MASK_CONVENTIONS,
     ConventionResult,
-    DropoutSetting,
     Library,
     Sentence,
     SettingResult,
     convention_setting,
-    dropout_setting,
     example_setting,
     library_books,
     library_query,
@@ -47,8 +43,6 @@ from .experiments import (
     BIAS_CHOICES,
     MASK_DEMO_L,
     MASK_DTYPES,
-    OVERFLOW_DTYPES,
-    OVERFLOW_OFFSETS,
     SATURATION_D_KS,
     SCALINGS,
     SHAPE_MODES,
@@ -57,14 +51,12 @@ from .experiments import (
     SaturationCurve,
     SaturationRow,
     ShapeWalkthrough,
-    SoftmaxOverflow,
     TokenQKV,
     mask_setting,
     retrieve,
     saturation_curves,
     saturation_row,
     shape_walkthrough,
-    softmax_overflow,
     token_qkv,
 )
 from .lessons._experiments import PADDING_SIDES
@@ -72,7 +64,6 @@ from .plotting import (
     BIAS_LABELS,
     BlitRenderer,
     ConventionView,
-    DropoutView,
     MaskSettingView,
     PanelCacheRenderer,
     RetrievalView,
@@ -80,7 +71,6 @@ from .plotting import (
     ShapeDiagramLimits,
     ShapeWalkthroughView,
     SoftmaxBarsView,
-    SoftmaxOverflowView,
     TokenQKVView,
     WeightsRowSumsView,
     freeze_layout,
@@ -96,13 +86,11 @@ __all__ = [
     "WIDGET_CHECK_TEMPERATURES",
     "ArticleExampleDashboard",
     "Dashboard",
-    "DropoutDashboard",
     "MaskConventionDashboard",
     "MaskDashboard",
     "RetrievalDashboard",
     "SaturationDashboard",
     "ShapeDashboard",
-    "SoftmaxOverflowDashboard",
     "TokenQKVDashboard",
     "WidgetCheckDashboard",
     "control_values",
@@ -914,127 +902,3 @@ class ShapeDashboard(Dashboard):
         if not self.closed:
             self.controls["mode"].unobserve(self._on_mode, names="value")
         super().close()
-
-
-# ---------------------------------------------------------------------------
-# Notebook 08: dropout on the weights; a naive softmax overflowing (article 4.3)
-# ---------------------------------------------------------------------------
-
-
-class DropoutDashboard(Dashboard):
-    """Dropout on the article's example: probability, placement, train/eval mode, live.
-
-    Controls: ``p`` (0 … 0.6, step 0.05), ``placement`` ("after softmax", "before
-    softmax", "none"), ``training`` (True for ``model.train()``, False for
-    ``model.eval()``). Every change calls :func:`attn_lib.data.dropout_setting` and
-    redraws the weights of sequence 0 (dropped cells outlined in red) beside their row
-    sums (orange where a sum is not 1, a dashed line at 1).
-
-    Args:
-        p, placement, training: the initial setting.
-        dpi: resolution of the PNG.
-
-    Attributes:
-        result: the DropoutSetting currently shown.
-        view: the DropoutView that draws it.
-
-    Source: article section 4.3; torch.nn.functional.dropout.
-    """
-
-    plain_text = (
-        "Dashboard: dropout on the attention weights of the article's example (p, placement, "
-        "train/eval). It needs a running Jupyter kernel; the static figures above show its "
-        "settings."
-    )
-
-    def __init__(
-        self,
-        p: float = 0.2,
-        placement: str = "after softmax",
-        training: bool = True,
-        *,
-        dpi: float = 80,
-    ) -> None:
-        style = {"description_width": "initial"}
-        controls = {
-            "p": widgets.FloatSlider(
-                value=p, min=0.0, max=0.6, step=0.05, readout_format=".2f",
-                description="dropout p", style=style,
-            ),
-            "placement": _toggle_buttons(DROPOUT_PLACEMENTS, placement, "placement", "110px"),
-            "training": _toggle_buttons(
-                [("train()", True), ("eval()", False)], training, "mode", "70px"
-            ),
-        }  # fmt: skip
-        self.result: DropoutSetting = dropout_setting(p, placement, training)
-        figure = new_figure(figsize=(8.4, 4.2), dpi=dpi)
-        self.view = DropoutView(figure, ARTICLE_SEQ_LEN)
-        self.view.update(self.result)
-        freeze_layout(figure)  # tick labels never change: one layout pass is enough
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def render(self, p: float, placement: str, training: bool) -> None:
-        """Compute the setting with the pure function and show it."""
-        self.result = dropout_setting(float(p), placement, bool(training))
-        self.view.update(self.result)
-
-    def to_png(self) -> bytes:
-        """Redraw only the changing artists over a cached background."""
-        return self._renderer.render()
-
-
-class SoftmaxOverflowDashboard(Dashboard):
-    """A naive softmax against the max trick as the scores grow, in float32 or float16.
-
-    Controls: ``largest`` (the row's largest score, 0 … 100, step 0.25; the row is
-    largest + :data:`attn_lib.experiments.OVERFLOW_OFFSETS`) and ``dtype`` ("float32",
-    "float16"). Every change calls :func:`attn_lib.experiments.softmax_overflow` and
-    redraws the scores with the overflow line at log(finfo(dtype).max), and the two
-    softmaxes' weights side by side (NaN as a red hatched bar).
-
-    Args:
-        largest, dtype: the initial setting.
-        dpi: resolution of the PNG.
-
-    Attributes:
-        result: the SoftmaxOverflow currently shown.
-        view: the SoftmaxOverflowView that draws it.
-
-    Source: article section 4.3 (the max trick).
-    """
-
-    plain_text = (
-        "Dashboard: a naive softmax against the max trick as the scores grow (largest score, "
-        "dtype). It needs a running Jupyter kernel; the static figures above show its settings."
-    )
-
-    def __init__(self, largest: float = 80.0, dtype: str = "float32", *, dpi: float = 80) -> None:
-        controls = {
-            "largest": widgets.FloatSlider(
-                value=largest, min=0.0, max=100.0, step=0.25, readout_format=".2f",
-                description="largest score", style={"description_width": "initial"},
-                layout=widgets.Layout(width="420px"),
-            ),
-            "dtype": _toggle_buttons(OVERFLOW_DTYPES, dtype, "dtype", "80px"),
-        }  # fmt: skip
-        self.result: SoftmaxOverflow = softmax_overflow(largest, dtype)
-        figure = new_figure(figsize=(9.0, 4.0), dpi=dpi)
-        self.view = SoftmaxOverflowView(figure, len(OVERFLOW_OFFSETS))
-        self.view.update(self.result)
-        freeze_layout(figure)
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def render(self, largest: float, dtype: str) -> None:
-        """Compute the setting with the pure function and show it."""
-        self.result = softmax_overflow(float(largest), dtype)
-        self.view.update(self.result)
-
-    def to_png(self) -> bytes:
-        """Redraw only the changing artists; the scores axis' y limits pick the background."""
-        return self._renderer.render(background_key=self.view.ax_scores.get_ylim())

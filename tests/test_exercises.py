@@ -14,20 +14,17 @@ import attn_lib
 from attn_lib.exercises import (
     STEP_SHAPES_SETTING,
     check_attention,
-    check_attention_4d,
     check_attention_inputs,
     check_batch_mask,
     check_causal_mask,
     check_conv_layers,
     check_crossover_length,
-    check_evaluation,
     check_init_like_scaled,
     check_masked_mean_loss,
     check_mha_mask,
     check_padding_mask,
     check_score_scale,
     check_shape_predictions,
-    check_stable_softmax,
     check_stalling_settings,
     check_step_macs,
     check_step_shapes,
@@ -35,6 +32,11 @@ from attn_lib.exercises import (
     step_macs,
 )
 from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb08_pitfalls import (
+    check_attention_4d,
+    check_evaluation,
+    check_stable_softmax,
+)
 from attn_lib.lessons.nb10_cost import check_score_matrix_bytes
 
 # --- attention: one function per mistake, written the way a learner would ------------------

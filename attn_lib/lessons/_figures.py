@@ -594,3 +594,7 @@ def plot_weights_and_row_sums(
     view = WeightsRowSumsView(fig, result.weights.shape[-1], mask_legend=masked)
     view.update(result)
     return fig
+
+
+NAN_FACE = (1.0, 0.86, 0.86, 1.0)  # pale red under a red hatch: a NaN weight
+NAN_EDGE = (0.85, 0.25, 0.25, 1.0)

@@ -8,7 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_lib.exercises import check_attention_4d, check_evaluation, check_stable_softmax
+from attn_lib.lessons.nb08_pitfalls import (
+    check_attention_4d,
+    check_evaluation,
+    check_stable_softmax,
+)
 
 # --- check_stable_softmax -------------------------------------------------------------------
 

@@ -21,12 +21,17 @@ from helpers import (
     png_of,
 )
 
-from attn_lib import plotting
-from attn_lib.data import DROPOUT_PLACEMENTS, article_example, dropout_setting
-from attn_lib.experiments import OVERFLOW_DTYPES, OVERFLOW_OFFSETS, softmax_overflow
-from attn_lib.lessons import _figures
+from attn_lib.lessons import _figures, nb08_pitfalls_views
 from attn_lib.lessons._dashboard import control_values
-from attn_lib.widgets import DropoutDashboard, SoftmaxOverflowDashboard
+from attn_lib.lessons._examples import article_example
+from attn_lib.lessons.nb08_pitfalls import (
+    DROPOUT_PLACEMENTS,
+    OVERFLOW_DTYPES,
+    OVERFLOW_OFFSETS,
+    dropout_setting,
+    softmax_overflow,
+)
+from attn_lib.lessons.nb08_pitfalls_views import DropoutDashboard, SoftmaxOverflowDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -232,7 +237,7 @@ def assert_overflow_shows(dash: SoftmaxOverflowDashboard, largest: float, dtype:
     scores = [bar.get_height() for bar in view.score_bars.patches]
     np.testing.assert_allclose(scores, expected.scores.float().numpy())
     assert view.threshold_line.get_ydata()[0] == pytest.approx(expected.threshold)
-    assert dash.figure.get_suptitle() == plotting.overflow_title(expected)
+    assert dash.figure.get_suptitle() == nb08_pitfalls_views.overflow_title(expected)
     decode(png_of(dash))
 
 
@@ -294,13 +299,13 @@ def test_repr_is_a_fixed_sentence(cls):
 def test_static_figures_render_and_close():
     with no_new_figures():
         figures = [
-            plotting.plot_dropout_setting(dropout_setting()),
-            plotting.plot_dropout_gallery(
+            nb08_pitfalls_views.plot_dropout_setting(dropout_setting()),
+            nb08_pitfalls_views.plot_dropout_gallery(
                 [dropout_setting(0.3, pl, True) for pl in DROPOUT_PLACEMENTS],
                 titles=["a", "b", "c"],
             ),
-            plotting.plot_softmax_overflow(softmax_overflow(89.0)),
-            plotting.plot_softmax_overflow_gallery(
+            nb08_pitfalls_views.plot_softmax_overflow(softmax_overflow(89.0)),
+            nb08_pitfalls_views.plot_softmax_overflow_gallery(
                 [softmax_overflow(s) for s in (88.0, 88.5, 89.0)]
             ),
         ]
@@ -308,8 +313,8 @@ def test_static_figures_render_and_close():
             decode(_figures.figure_to_png(fig))
             plt.close(fig)
     with pytest.raises(ValueError):
-        plotting.plot_dropout_gallery([])
+        nb08_pitfalls_views.plot_dropout_gallery([])
     with pytest.raises(ValueError):
-        plotting.plot_dropout_gallery([dropout_setting()], titles=["a", "b"])
+        nb08_pitfalls_views.plot_dropout_gallery([dropout_setting()], titles=["a", "b"])
     with pytest.raises(ValueError):
-        plotting.plot_softmax_overflow_gallery([])
+        nb08_pitfalls_views.plot_softmax_overflow_gallery([])
