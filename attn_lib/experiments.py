@@ -23,12 +23,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import torch
 from torch import nn
 
-from .core import SingleHeadAttention, scaled_dot_product_attention
+from .core import SingleHeadAttention
 from .lessons._experiments import (
     PADDING_SIDES,
     AttentionCost,
@@ -42,7 +41,7 @@ from .lessons._experiments import (
     keep_from_lengths,
 )
 from .positional import sinusoidal_positional_encoding
-from .shapes import ShapeError, check_float_dtype, fmt_shape
+from .shapes import ShapeError, fmt_shape
 from .softmax import entropy, softmax_jacobian
 
 __all__ = [
@@ -1309,216 +1308,10 @@ def cost_curves(
 # ---------------------------------------------------------------------------
 
 
-MASK_FILLS = ("default", "-1e9", "-inf", "0", "finfo.min")
-MASK_DTYPES = ("float32", "float16", "bfloat16")
-MASK_DEMO_L = 6  # padded length of every sequence in the mask dashboard
-MASK_DEMO_D_K = 4
-MASK_DEMO_SEED = 7
-
 __all__ += [  # this section's public names, added to the list at the top
-    "MASK_DEMO_L",
-    "MASK_DTYPES",
-    "MASK_FILLS",
     "PADDING_SIDES",
-    "MaskSetting",
-    "fill_value_for",
     "keep_from_lengths",
-    "mask_setting",
-    "masked_mass",
 ]
-
-
-def fill_value_for(fill: str, dtype: torch.dtype) -> float | None:
-    """The ``fill_value`` argument of attn_lib's attention for a fill named in MASK_FILLS.
-
-    Args:
-        fill: "default" (None: attn_lib's dtype-safe fill, zero rows where no key is
-            allowed), "-1e9", "-inf", "0", or "finfo.min" (torch.finfo(dtype).min,
-            passed explicitly, so it behaves exactly like masked_fill with it).
-        dtype: the dtype of the scores.
-
-    Returns:
-        None or a float.
-
-    Raises:
-        ValueError: an unknown fill name.
-        TypeError: dtype not floating point.
-
-    Source: article section 4.1 (-1e9 vs 0); torch.finfo.
-    """
-    fill = _choice("fill", fill, MASK_FILLS)
-    check_float_dtype("dtype", dtype)
-    if fill == "default":
-        return None
-    if fill == "finfo.min":
-        return float(torch.finfo(dtype).min)
-    return float(fill)
-
-
-def masked_mass(weights: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """The weight each query row puts on keys it may not attend to.
-
-    Args:
-        weights: (..., L_q, L_k) attention weights, floating point.
-        keep: keep-mask broadcastable to weights (True = may attend).
-
-    Returns:
-        (..., L_q), weights' dtype: 0 where masking worked, up to 1 for a row whose
-        keys are all blocked yet which was made uniform; NaN where the row is NaN.
-
-    Raises:
-        TypeError: weights not floating point, or keep not bool/integer.
-
-    Source: article section 4.1 (what a fill of 0 leaves on masked keys).
-    """
-    if not isinstance(weights, torch.Tensor) or not weights.is_floating_point():
-        raise TypeError("weights must be a floating-point tensor.")
-    if not isinstance(keep, torch.Tensor) or keep.is_floating_point():
-        raise TypeError("keep must be a bool (or 0/1 integer) tensor, True = may attend.")
-    blocked = ~keep.bool()
-    return torch.where(blocked, weights, torch.zeros((), dtype=weights.dtype)).sum(dim=-1)
-
-
-@dataclass(frozen=True)
-class MaskSetting:
-    """What the mask dashboard shows for one setting.
-
-    Attributes:
-        lengths: real length of each sequence.
-        causal, padding_side, fill, dtype: the setting (names as in MASK_FILLS, MASK_DTYPES).
-        keep: bool (B, L, L), True = may attend.
-        weights: float32 (B, L, L), the weights computed in ``dtype`` (then converted
-            for display), NaN included; None when PyTorch refused the setting.
-        row_mass: float32 (B, L), each row's weight on blocked keys (NaN for a NaN row);
-            None when refused.
-        error: the error message when PyTorch refused the setting (e.g. -1e9 in
-            float16), else None.
-
-    Source: article section 4.1.
-    """
-
-    lengths: tuple[int, ...]
-    causal: bool
-    padding_side: str
-    fill: str
-    dtype: str
-    keep: torch.Tensor
-    weights: torch.Tensor | None
-    row_mass: torch.Tensor | None
-    error: str | None
-
-    @property
-    def empty_rows(self) -> tuple[int, ...]:
-        """Per sequence, the number of query rows with no allowed key."""
-        return tuple(int(n) for n in (~self.keep.any(dim=-1)).sum(dim=-1))
-
-    @property
-    def nan_rows(self) -> tuple[int, ...]:
-        """Per sequence, the number of query rows whose weights are NaN (0 when refused)."""
-        if self.weights is None:
-            return (0,) * len(self.lengths)
-        return tuple(int(n) for n in self.weights.isnan().any(dim=-1).sum(dim=-1))
-
-    @property
-    def mass(self) -> tuple[float, ...]:
-        """Per sequence, the mean over its non-NaN rows of the weight on blocked keys."""
-        if self.row_mass is None:
-            return (math.nan,) * len(self.lengths)
-        out = []
-        for row in self.row_mass:
-            ok = row[~row.isnan()]
-            out.append(float(ok.mean()) if ok.numel() else math.nan)
-        return tuple(out)
-
-    @property
-    def title(self) -> str:
-        """One line describing the setting, for figure titles."""
-        causal = "causal" if self.causal else "no causal mask"
-        fill = "attn_lib default fill" if self.fill == "default" else f"fill {self.fill}"
-        return f"{self.padding_side} padding · {causal} · {fill} · {self.dtype}"
-
-
-def mask_setting(
-    lengths: Sequence[int] = (6, 4, 2),
-    *,
-    causal: bool = False,
-    padding_side: str = "right",
-    fill: str = "default",
-    dtype: str = "float32",
-) -> MaskSetting:
-    """Masked attention weights of a small seeded batch for one dashboard setting.
-
-    Queries, keys and values are drawn once (seed 7, B = len(lengths), L = 6, d_k = d_v
-    = 4, float32), converted to ``dtype``, and run through
-    ``attn_lib.scaled_dot_product_attention(..., fill_value=fill_value_for(fill, dtype))``
-    with the mask of :func:`keep_from_lengths`. An explicit fill behaves exactly like
-    the article's masked_fill (NaN rows, uniform rows, RuntimeError in float16
-    included); a refusal is returned as the error text, not raised. Same arguments,
-    same numbers; results are cached and returned as fresh copies.
-
-    Args:
-        lengths: (B,) real lengths, each in 1..6.
-        causal: also block the future.
-        padding_side: "right" or "left".
-        fill: one of MASK_FILLS.
-        dtype: one of MASK_DTYPES.
-
-    Returns:
-        MaskSetting with keep (B, 6, 6), weights (B, 6, 6) and row_mass (B, 6), or error.
-
-    Raises:
-        ValueError: a length outside 1..6, an unknown fill, dtype or padding side.
-        TypeError: causal not a bool, lengths not ints.
-
-    Source: article section 4.1; torch.Tensor.masked_fill.
-    """
-    lengths = tuple(_int("length", n, 1) for n in lengths)
-    if not lengths or any(n > MASK_DEMO_L for n in lengths):
-        raise ValueError(f"give 1 or more lengths, each in 1..{MASK_DEMO_L}, got {lengths}.")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}.")
-    padding_side = _choice("padding_side", padding_side, PADDING_SIDES)
-    fill = _choice("fill", fill, MASK_FILLS)
-    dtype = _choice("dtype", dtype, MASK_DTYPES)
-    cached = _mask_setting(lengths, causal, padding_side, fill, dtype)
-    return MaskSetting(
-        lengths=cached.lengths,
-        causal=causal,
-        padding_side=padding_side,
-        fill=fill,
-        dtype=dtype,
-        keep=cached.keep.clone(),
-        weights=None if cached.weights is None else cached.weights.clone(),
-        row_mass=None if cached.row_mass is None else cached.row_mass.clone(),
-        error=cached.error,
-    )
-
-
-@lru_cache(maxsize=8)
-def _mask_qkv(B: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    g = _generator(MASK_DEMO_SEED)
-    shape = (B, MASK_DEMO_L, MASK_DEMO_D_K)
-    return tuple(torch.randn(shape, generator=g) for _ in range(3))  # (B, L, d_k) each
-
-
-@lru_cache(maxsize=1024)
-def _mask_setting(
-    lengths: tuple[int, ...], causal: bool, padding_side: str, fill: str, dtype: str
-) -> MaskSetting:
-    keep = keep_from_lengths(lengths, MASK_DEMO_L, causal=causal, padding_side=padding_side)
-    torch_dtype = getattr(torch, dtype)
-    q, k, v = (t.to(torch_dtype) for t in _mask_qkv(len(lengths)))
-    weights = row_mass = error = None
-    try:
-        _, w = scaled_dot_product_attention(
-            q, k, v, keep, fill_value=fill_value_for(fill, torch_dtype)
-        )  # (B, L, L)
-    except RuntimeError as err:
-        error = str(err)
-    else:
-        weights = w.float()
-        row_mass = masked_mass(weights, keep)  # (B, L)
-    return MaskSetting(lengths, causal, padding_side, fill, dtype, keep, weights, row_mass, error)
 
 
 # ---------------------------------------------------------------------------

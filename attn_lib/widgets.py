@@ -41,30 +41,24 @@ from .data import (
 )
 from .experiments import (
     BIAS_CHOICES,
-    MASK_DEMO_L,
-    MASK_DTYPES,
     SATURATION_D_KS,
     SCALINGS,
     SHAPE_MODES,
-    MaskSetting,
     Retrieval,
     SaturationCurve,
     SaturationRow,
     ShapeWalkthrough,
     TokenQKV,
-    mask_setting,
     retrieve,
     saturation_curves,
     saturation_row,
     shape_walkthrough,
     token_qkv,
 )
-from .lessons._experiments import PADDING_SIDES
 from .plotting import (
     BIAS_LABELS,
     BlitRenderer,
     ConventionView,
-    MaskSettingView,
     PanelCacheRenderer,
     RetrievalView,
     SaturationView,
@@ -87,7 +81,6 @@ __all__ = [
     "ArticleExampleDashboard",
     "Dashboard",
     "MaskConventionDashboard",
-    "MaskDashboard",
     "RetrievalDashboard",
     "SaturationDashboard",
     "ShapeDashboard",
@@ -686,117 +679,6 @@ class SaturationDashboard(Dashboard):
 
     def to_png(self) -> bytes:
         """Redraw only the row panels, the curves' data, the markers and the titles."""
-        return self._renderer.render()
-
-
-# ---------------------------------------------------------------------------
-# Notebook 07: the mask dashboard (article section 4.1)
-# ---------------------------------------------------------------------------
-
-
-_FILL_OPTIONS = (
-    ("attn_lib default (dtype-safe, zero rows)", "default"),
-    ("-1e9 (the article)", "-1e9"),
-    ("-inf", "-inf"),
-    ("0 (does not mask)", "0"),
-    ("torch.finfo(dtype).min", "finfo.min"),
-)
-
-
-class MaskDashboard(Dashboard):
-    """Masks live: sequence lengths, causal on/off, padding side, fill value, dtype.
-
-    A seeded batch of 3 sequences padded to L = 6 (d_k = 4) is run through
-    ``attn_lib.scaled_dot_product_attention`` with the keep-mask built from the
-    lengths (padding (B, 1, L), combined with an (L, L) causal mask by logical and)
-    and the chosen fill: "default" is attn_lib's dtype-safe fill with zero rows where
-    no key is allowed; any other fill behaves exactly like the article's masked_fill,
-    so -inf turns such rows into NaN, -1e9 into uniform rows, 0 masks nothing, and
-    -1e9 in float16 is refused by PyTorch, whose error text the figure then shows.
-    One heatmap per sequence: masked cells grey "×", leaks "×" on colour, NaN cells
-    red, and the weight left on masked keys in each title.
-
-    Controls: ``length_0``, ``length_1``, ``length_2`` (1..6), ``causal`` (False /
-    True), ``padding`` ("right" / "left"), ``fill`` (see
-    :data:`attn_lib.experiments.MASK_FILLS`), ``dtype`` ("float32", "float16",
-    "bfloat16"). Every change calls :func:`attn_lib.experiments.mask_setting`.
-
-    Args:
-        lengths: the initial lengths of the 3 sequences.
-        causal, padding, fill, dtype: the initial setting.
-        dpi: resolution of the PNG.
-
-    Attributes:
-        result: the MaskSetting currently shown.
-        view: the MaskSettingView that draws it.
-
-    Source: article sections 3.2 and 4.1.
-    """
-
-    plain_text = (
-        "Dashboard: masked attention weights of a padded batch (lengths, causal mask, padding "
-        "side, fill value, dtype). It needs a running Jupyter kernel; the static figures above "
-        "show its settings."
-    )
-
-    def __init__(
-        self,
-        lengths: tuple[int, int, int] = (6, 4, 2),
-        *,
-        causal: bool = False,
-        padding: str = "right",
-        fill: str = "default",
-        dtype: str = "float32",
-        dpi: float = 80,
-    ) -> None:
-        style = {"description_width": "initial"}
-        sliders = {
-            f"length_{b}": widgets.IntSlider(
-                value=n, min=1, max=MASK_DEMO_L, description=f"length of seq {b}", style=style
-            )
-            for b, n in enumerate(lengths)
-        }
-        controls = {
-            **sliders,
-            "causal": _toggle_buttons(
-                [("off", False), ("on", True)], causal, "causal mask", "64px"
-            ),
-            "padding": _toggle_buttons(PADDING_SIDES, padding, "padding side", "64px"),
-            "fill": widgets.Dropdown(
-                options=list(_FILL_OPTIONS),
-                value=fill,
-                description="fill value",
-                style=style,
-                layout=widgets.Layout(width="380px"),  # the longest option shows in full
-            ),
-            "dtype": _toggle_buttons(MASK_DTYPES, dtype, "dtype", "80px"),
-        }  # fmt: skip
-        self.result: MaskSetting = mask_setting(
-            lengths, causal=causal, padding_side=padding, fill=fill, dtype=dtype
-        )
-        figure = new_figure(figsize=(11.0, 4.6), dpi=dpi)
-        self.view = MaskSettingView(figure, len(lengths), MASK_DEMO_L)
-        self.view.update(self.result)
-        freeze_layout(figure)  # tick labels never change: one layout pass is enough
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def render(self, **values: object) -> None:
-        """Compute the setting with the pure function and show it."""
-        lengths = tuple(int(values[f"length_{b}"]) for b in range(len(self.view.panels)))
-        self.result = mask_setting(
-            lengths,
-            causal=bool(values["causal"]),
-            padding_side=str(values["padding"]),
-            fill=str(values["fill"]),
-            dtype=str(values["dtype"]),
-        )
-        self.view.update(self.result)
-
-    def to_png(self) -> bytes:
-        """Redraw only the changing artists over a cached background."""
         return self._renderer.render()
 
 

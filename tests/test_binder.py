@@ -61,11 +61,16 @@ class Requirements:
     problems: list[str] = field(default_factory=list)
 
 
-def parse_requirements(text: str, source: str) -> Requirements:
+def parse_requirements(
+    text: str, source: str, platform: dict[str, str] | None = None
+) -> Requirements:
     """Split a requirements file into `name==version` pins and option lines (`-e .`, indexes).
 
-    Anything else (a range, a duplicate, a line packaging cannot parse) is listed in
-    `problems`, so that a test can name it instead of silently skipping it.
+    With ``platform`` (marker variables such as sys_platform), a line with an environment
+    marker counts only where its marker holds there, as pip would read it on that platform;
+    without, a marker is a problem. Anything else (a range, a duplicate, a line packaging
+    cannot parse) is listed in `problems`, so that a test can name it instead of silently
+    skipping it.
     """
     parsed = Requirements()
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -80,6 +85,10 @@ def parse_requirements(text: str, source: str) -> Requirements:
         except InvalidRequirement as exc:
             parsed.problems.append(f"{source}:{number}: cannot parse {line!r}: {exc}")
             continue
+        if platform is not None and requirement.marker is not None:
+            if not requirement.marker.evaluate(platform):
+                continue  # pip skips this line on that platform
+            requirement.marker = None
         if requirement.marker is not None or requirement.extras or requirement.url:
             # `x==1; sys_platform == "win32"` would not be installed on Binder's Linux, and
             # extras or a URL install something else than the pin says.
@@ -130,7 +139,11 @@ def read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-ROOT = parse_requirements(ROOT_REQUIREMENTS.read_text(encoding="utf-8"), "requirements.txt")
+# The root file as pip reads it on Binder's Linux x86-64 (its torch line has platform markers).
+BINDER_PLATFORM = {"sys_platform": "linux", "platform_machine": "x86_64", "platform_system": "Linux"}
+ROOT = parse_requirements(
+    ROOT_REQUIREMENTS.read_text(encoding="utf-8"), "requirements.txt", BINDER_PLATFORM
+)
 
 
 @pytest.fixture(scope="module")
@@ -325,3 +338,11 @@ def test_readme_badge_opens_jupyterlab_at_an_existing_notebook():
     _, notebook = badges[0]
     assert notebook == "notebooks/00_start_here.ipynb", f"the badge opens {notebook}"
     assert (REPO / notebook).is_file(), f"the badge opens {notebook}, which does not exist"
+
+
+def test_parse_requirements_reads_markers_for_a_platform():
+    text = 'torch==2.13.0+cpu ; sys_platform == "linux"\ntorch==2.13.0 ; sys_platform != "linux"\n'
+    parsed = parse_requirements(text, "requirements.txt", BINDER_PLATFORM)
+    assert not parsed.problems and pinned_version(parsed.pins["torch"]) == "2.13.0+cpu"
+    mac = parse_requirements(text, "requirements.txt", {"sys_platform": "darwin"})
+    assert pinned_version(mac.pins["torch"]) == "2.13.0"

@@ -15,12 +15,10 @@ from attn_lib.exercises import (
     STEP_SHAPES_SETTING,
     check_attention,
     check_attention_inputs,
-    check_batch_mask,
     check_causal_mask,
     check_conv_layers,
     check_crossover_length,
     check_init_like_scaled,
-    check_masked_mean_loss,
     check_mha_mask,
     check_padding_mask,
     check_score_scale,
@@ -32,6 +30,7 @@ from attn_lib.exercises import (
     step_macs,
 )
 from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb07_masks import check_batch_mask, check_masked_mean_loss
 from attn_lib.lessons.nb08_pitfalls import (
     check_attention_4d,
     check_evaluation,

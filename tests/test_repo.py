@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -176,7 +178,8 @@ def test_import_attn_lib_needs_no_plotting_or_widgets():
 
 # --- (d) requirements.txt ---------------------------------------------------------------------
 
-PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
+LINUX_X86_64 = {"sys_platform": "linux", "platform_machine": "x86_64"}
+MACOS_ARM = {"sys_platform": "darwin", "platform_machine": "arm64"}
 REQUIRED = {
     "torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab", "ipykernel", "nbval",
     "nbclient", "nbformat", "nbconvert", "pytest", "pytest-xdist", "ruff",
@@ -193,13 +196,23 @@ def requirement_lines() -> list[str]:
 
 
 def test_requirements_are_exact_pins():
-    pinned = {}
+    pinned, torch_pins = {}, {}
     for line in requirement_lines():
-        if line == "-e ." or line.startswith("--extra-index-url "):
+        if line == "-e ." or line.startswith(("--extra-index-url ", "--find-links ")):
             continue
-        assert PIN.match(line), f"requirements.txt: {line!r} is not an exact `==` pin"
-        name, version = line.split("==")
-        pinned[re.sub(r"[-_.]+", "-", name.split("[")[0]).lower()] = version
-    assert pinned.get("torch") == "2.13.0"
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        specifiers = list(requirement.specifier)
+        assert len(specifiers) == 1 and specifiers[0].operator == "==", (
+            f"requirements.txt: {line!r} is not an exact `==` pin"
+        )
+        if requirement.marker is not None:  # only torch's build differs by platform
+            assert name == "torch", f"requirements.txt: {line!r}: only torch has a marker"
+            for platform in LINUX_X86_64, MACOS_ARM:
+                if requirement.marker.evaluate(platform):
+                    assert platform["sys_platform"] not in torch_pins, "torch pinned twice"
+                    torch_pins[platform["sys_platform"]] = specifiers[0].version
+        pinned[name] = specifiers[0].version
+    assert torch_pins == {"linux": "2.13.0+cpu", "darwin": "2.13.0"}  # CPU builds both
     assert REQUIRED <= set(pinned), f"missing pins: {sorted(REQUIRED - set(pinned))}"
     assert "-e ." in requirement_lines()

@@ -668,3 +668,29 @@ def _row_sums(weights: torch.Tensor) -> str:
     low, high = sums.min().item(), sums.max().item()
     span = f"{low:.4g}" if math.isclose(low, high, rel_tol=1e-4) else f"{low:.4g} … {high:.4g}"
     return f" Your rows sum to {span}, not 1."
+
+
+def _mask_difference(
+    got: torch.Tensor,
+    want: torch.Tensor,
+    true_means: str = "may attend",
+    false_means: str = "blocked",
+) -> str:
+    """Where two bool masks differ, in words (never the whole masks): 'N of M cells, …'."""
+    if got.shape != want.shape:
+        return f"shape: yours is {tuple(got.shape)}, the expected one {tuple(want.shape)}"
+    wrong = (got != want).nonzero().tolist()
+    if not wrong:
+        return "no cell (the values agree; only the dtype differs)"
+    first = tuple(wrong[0])
+    where = f"index {first}"
+    if len(first) >= 2:
+        where += f" (query row {first[-2]}, key column {first[-1]})"
+
+    def word(value: bool) -> str:
+        return f"{value} ({true_means if value else false_means})"
+
+    return (
+        f"{len(wrong)} of {want.numel()} cells; the first is at {where}, which should be "
+        f"{word(bool(want[first]))} but is {word(bool(got[first]))} in yours"
+    )

@@ -24,20 +24,21 @@ from helpers import (
 )
 
 import attn_lib
-from attn_lib import experiments, plotting
-from attn_lib.exercises import check_batch_mask, check_masked_mean_loss, check_masked_softmax
-from attn_lib.experiments import (
+from attn_lib.lessons import _figures, nb07_masks, nb07_masks_views
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons._experiments import PADDING_SIDES, keep_from_lengths
+from attn_lib.lessons.nb07_masks import (
     MASK_DEMO_L,
     MASK_DTYPES,
     MASK_FILLS,
+    check_batch_mask,
+    check_masked_mean_loss,
+    check_masked_softmax,
     fill_value_for,
     mask_setting,
     masked_mass,
 )
-from attn_lib.lessons import _figures
-from attn_lib.lessons._dashboard import control_values
-from attn_lib.lessons._experiments import PADDING_SIDES, keep_from_lengths
-from attn_lib.widgets import MaskDashboard
+from attn_lib.lessons.nb07_masks_views import MaskDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 SLIDERS = ("length_0", "length_1", "length_2")
@@ -55,7 +56,7 @@ def dashboard(shared_dashboard):
     yield from shared_dashboard.use()
 
 
-def setting_of(values: dict) -> experiments.MaskSetting:
+def setting_of(values: dict) -> nb07_masks.MaskSetting:
     return mask_setting(
         tuple(values[s] for s in SLIDERS),
         causal=values["causal"],
@@ -73,7 +74,7 @@ def expected_rgba(weights: torch.Tensor, keep: torch.Tensor) -> np.ndarray:
     leak = ~k & ~nan & (np.abs(w) >= 0.005)
     rgba = matplotlib.colormaps[_figures.ATTENTION_CMAP](np.clip(np.nan_to_num(w), 0, 1))
     rgba[~k & ~nan & ~leak] = _figures.MASKED_COLOR
-    rgba[nan] = plotting.NAN_COLOR
+    rgba[nan] = nb07_masks_views.NAN_COLOR
     return rgba
 
 
@@ -293,7 +294,7 @@ def test_padding_and_side_options_are_what_the_dashboard_offers(dashboard):
 def test_static_figures_draw_and_mark_cells():
     with no_new_figures():
         pad = attn_lib.padding_mask([6, 4, 2])
-        fig = plotting.plot_keep_masks([(pad[1], "row"), (pad[1].expand(6, 6), "broadcast")])
+        fig = nb07_masks_views.plot_keep_masks([(pad[1], "row"), (pad[1].expand(6, 6), "broadcast")])
         assert len(fig.axes) == 2
         marks = fig.axes[1].collections[0].get_offsets()  # one "×" per blocked cell
         assert sorted(map(tuple, np.asarray(marks).tolist())) == [
@@ -302,7 +303,7 @@ def test_static_figures_draw_and_mark_cells():
         plt.close(fig)
 
         r = mask_setting((6, 4, 2), causal=True, padding_side="left", fill="-inf")
-        fig = plotting.plot_mask_setting(r)
+        fig = nb07_masks_views.plot_mask_setting(r)
         panel_texts = [t.get_text() for t in fig.axes[2].texts]
         assert panel_texts.count("NaN") == 4 * 6  # sequence 2: four NaN rows
         plt.close(fig)
@@ -312,14 +313,14 @@ def test_static_figures_draw_and_mark_cells():
               for f in ("default", "-1e9")),
             mask_setting(fill="-1e9", dtype="float16"),
         ]  # fmt: skip
-        fig = plotting.plot_mask_gallery(settings, 2, ["default", "-1e9", "float16"])
+        fig = nb07_masks_views.plot_mask_gallery(settings, 2, ["default", "-1e9", "float16"])
         leak_texts = [t.get_text() for t in fig.axes[1].texts if t.get_text().startswith("×\n")]
         assert len(leak_texts) == 4 * 6  # four uniform rows of blocked keys, weight written
         refused = [t for t in fig.axes[2].texts if t.get_visible() and "overflow" in t.get_text()]
         assert len(refused) == 1
         plt.close(fig)
     with pytest.raises(ValueError):
-        plotting.plot_mask_gallery(settings, 2, ["one label"])
+        nb07_masks_views.plot_mask_gallery(settings, 2, ["one label"])
 
 
 # --- the exercise checkers -------------------------------------------------------------------
