@@ -961,13 +961,17 @@ class ScalingExperiment:
     def __getitem__(self, key: tuple[str, int]) -> TrainingRun:
         return self.runs[key]
 
+    def ordered(self) -> list[TrainingRun]:
+        """The runs d_k-major: every setting at the first d_k, then at the next."""
+        return [self.runs[(s, d)] for d in self.d_ks for s in self.settings]
+
     def summary(self) -> list[dict[str, object]]:
-        """One ``TrainingRun.summary()`` row per (d_k, setting), d_k-major."""
-        return [self.runs[(s, d)].summary() for d in self.d_ks for s in self.settings]
+        """One ``TrainingRun.summary()`` row per run, in ``ordered`` order."""
+        return [run.summary() for run in self.ordered()]
 
     def robust_summary(self) -> list[dict[str, object]]:
-        """One ``TrainingRun.robust_summary()`` row per (d_k, setting), d_k-major."""
-        return [self.runs[(s, d)].robust_summary() for d in self.d_ks for s in self.settings]
+        """One ``TrainingRun.robust_summary()`` row per run, in ``ordered`` order."""
+        return [run.robust_summary() for run in self.ordered()]
 
 
 def run_scaling_experiment(
@@ -1034,13 +1038,12 @@ class LrSweep:
     def __getitem__(self, key: tuple[str, float]) -> TrainingRun:
         return self.runs[key]
 
-    def summary(self) -> list[dict[str, object]]:
-        """One ``TrainingRun.summary()`` row per (lr, setting), lr-major."""
-        return [self.runs[(s, lr)].summary() for lr in self.lrs for s in self.settings]
+    def ordered(self) -> list[TrainingRun]:
+        """The runs lr-major: every setting at the first learning rate, then the next."""
+        return [self.runs[(s, lr)] for lr in self.lrs for s in self.settings]
 
-    def robust_summary(self) -> list[dict[str, object]]:
-        """One ``TrainingRun.robust_summary()`` row per (lr, setting), lr-major."""
-        return [self.runs[(s, lr)].robust_summary() for lr in self.lrs for s in self.settings]
+    summary = ScalingExperiment.summary
+    robust_summary = ScalingExperiment.robust_summary
 
 
 def lr_sweep(
