@@ -1,57 +1,24 @@
-"""Does scaling matter in training? A retrieval task, trained over many seeds at once.
+"""Notebook 09's experiment: one attention head trained with and without the scale, many seeds.
 
-The article (section 4.3) says that if the 1/√d_k factor is removed, the loss "very
-probably oscillates" in training (section 2.2: it may not converge at all), and that if
-training without the scale runs but slowly while training with it is faster, "the scale
-factor is basically wrong or misplaced". This module measures the first claim (C11 of
-the series design) on a task small enough to train 16 seeds × 3 settings × 4 values of
-d_k in a few seconds on one CPU core. The second (C19) is not something an experiment
-confirms: it is a non sequitur, since a slower run without the scale is just what a
-*correct* scale predicts; what the runs do show is when each setting is faster.
+Used by notebook 09 (Does scaling matter in training?): the task and the threshold (§2), the
+batched training loop that the visible step of §3 is checked against, the experiment and its
+table of runs with their twins (§4), the per-row records of §6, the learning-rate sweep (§7),
+the dashboard's overviews (§11) and the exercises (§12). Figures: ``nb09_training_views``.
 
-The task (``RetrievalTask``): a set of L keys, each with a random *content* vector
-c_i ∈ R^d_model and a *value* vector v_i ∈ R^d_v. The query is a noisy copy of the
-content of one key j, chosen at random; the target is v_j. The model is one
-attention head:
+The task: L keys with contents c_i and values v_i; the query is a noisy copy of one key's
+content and the target is that key's value; loss = mean((Σ_i w_i v_i − v_j)²). Only W_Q and
+W_K are trained, so every gradient passes through the softmax. Settings: "scaled" (scores ×
+1/√d_k), "unscaled", "unscaled_init" (W_Q's start ÷√d_k) and "unscaled_reparam" (start and
+Adam step of W_Q rescaled: the scaled model written another way).
 
-    q = x_q W_Qᵀ,  K = C W_Kᵀ,  out = softmax(q Kᵀ · scale) V,  V = (v_1 … v_L),
-    loss = mean((out - v_j)²)
-
-W_Q and W_K (d_k × d_model, as ``nn.Linear`` stores them) are learned; the values are
-given, not projected (W_V is the identity and fixed), so the *only* way to lower the
-loss is to move the weights: every gradient passes through the softmax, which is where
-the scale acts. The task is solved when q·k_j stands out from the other scores; the
-best bilinear form is W_Qᵀ W_K ∝ I (d_model × d_model), which every d_k ≥ d_model can
-represent, so d_k changes the parametrisation and the scale of the scores, not what
-can be learned.
-
-Settings (``SETTINGS``): "scaled" (scale 1/√d_k), "unscaled" (scale 1), and
-"unscaled_init" (scale 1, W_Q's initial draw divided by √d_k: at step 0 its scores are
-exactly the scaled model's, but the optimizer then moves W_Q by steps of the unscaled
-size). "unscaled_reparam" (not run by default) also rescales W_Q's optimizer step, so
-that it is *exactly* the scaled model written another way (Adam: lr × 1/√d_k and
-eps × √d_k on W_Q; SGD: lr × 1/d_k), which the tests check: the scale is a
-reparametrisation of W_Q, and what differs between "scaled" and "unscaled" is the
-initial size of the scores and the effective step size, not what the model can express.
-
-Seeds are a batch dimension: parameters are (S, d_k, d_model) and the loss summed over
-the S seeds is differentiated once per step; each seed's gradient depends only on its
-own slice, and Adam and SGD act elementwise, so S stacked runs are S independent runs
-(tested against separate runs: equal to the last bit on CPU). ``run_scaling_experiment``
-and ``lr_sweep`` stack the settings (and learning rates) of one d_k the same way, as
-R = arms × S rows with a per-row scale and step size, which halves the Python overhead
-at small d_k and changes no number. Each seed owns two ``torch.Generator`` streams, one
-for its initial weights (per d_k) and one for its data; the data stream does not depend
-on the setting or on d_k, so every setting sees the same tasks for a given seed
-(common random numbers: the comparison between settings is paired).
-
-Torch only. Imports only attn_lib's lower modules (core, softmax).
+Seeds (and settings) are a batch dimension: each row's gradient depends on its own slice only
+and Adam acts entry by entry, so stacked runs equal separate runs. Each seed draws its data
+from its own generator (the same tasks for every setting and d_k: paired comparisons).
 
 Shape legend: S seeds, B tasks per step, L keys per task (L_k), d_model, d_k, d_v.
 
-Source: Vaswani et al. 2017, sec. 3.2.1 and its footnote 4 (q·k has variance d_k for
-unit-variance entries, hence the 1/√d_k); Kingma & Ba 2015, Algorithm 1 (Adam);
-article sections 2.2 and 4.3 (claims C11 and C19 of the series design).
+Source: Vaswani et al. 2017, sec. 3.2.1 and footnote 4; Kingma & Ba 2015, Algorithm 1 (Adam);
+article sections 2.2 and 4.3.
 """
 
 from __future__ import annotations
