@@ -25,15 +25,10 @@ import ipywidgets as widgets
 import torch
 
 from .data import (
-    CONVENTION_MASK_CHOICES,
     KEY_FEATURES,
-    MASK_CHOICES,
-    MASK_CONVENTIONS,
-    ConventionResult,
     Library,
     Sentence,
     SettingResult,
-    convention_setting,
     example_setting,
     library_books,
     library_query,
@@ -55,11 +50,10 @@ from .experiments import (
     shape_walkthrough,
     token_qkv,
 )
+from .lessons._examples import MASK_CHOICES
 from .plotting import (
     BIAS_LABELS,
     BlitRenderer,
-    ConventionView,
-    PanelCacheRenderer,
     RetrievalView,
     SaturationView,
     ShapeDiagramLimits,
@@ -80,7 +74,6 @@ __all__ = [
     "WIDGET_CHECK_TEMPERATURES",
     "ArticleExampleDashboard",
     "Dashboard",
-    "MaskConventionDashboard",
     "RetrievalDashboard",
     "SaturationDashboard",
     "ShapeDashboard",
@@ -461,87 +454,6 @@ class TokenQKVDashboard(Dashboard):
     def to_png(self) -> bytes:
         """Redraw only the bars, the weight labels and the title."""
         return self._renderer.render()
-
-
-# ---------------------------------------------------------------------------
-# Notebook 06: one mask in three conventions (article section 3.4)
-# ---------------------------------------------------------------------------
-
-
-class MaskConventionDashboard(Dashboard):
-    """Notebook 06's dashboard: how a mask is passed → attn_lib's, MHA's and SDPA's weights.
-
-    Controls: ``convention`` (a Dropdown over :data:`attn_lib.data.MASK_CONVENTIONS`:
-    the article's keep-mask, MHA's attn_mask, MHA's key_padding_mask, SDPA's bool
-    mask, SDPA's additive mask, or the keep-mask passed to MHA unconverted "by
-    mistake"), ``mask`` ("none", "padding", "causal", "fully masked row") and
-    ``sequence`` (0 or 1). Every change calls
-    :func:`attn_lib.data.convention_setting` and redraws the tensor as passed and the
-    three (4, 4) heatmaps, with each one's max |Δ| against attn_lib in its title and
-    NaN cells hatched red.
-
-    Args:
-        convention, mask, sequence: the initial setting.
-        dpi: resolution of the PNG.
-
-    Attributes:
-        result: the ConventionResult currently shown.
-        view: the ConventionView that draws it.
-
-    Source: article section 3.4; torch.nn.MultiheadAttention and
-        torch.nn.functional.scaled_dot_product_attention docs (mask conventions).
-    """
-
-    plain_text = (
-        "Dashboard: one mask passed in each convention (article keep-mask, "
-        "nn.MultiheadAttention, scaled_dot_product_attention) and the weights each gives. "
-        "It needs a running Jupyter kernel; the static figures above show its settings."
-    )
-
-    def __init__(
-        self,
-        convention: str = "keep",
-        mask: str = "padding",
-        sequence: int = 1,
-        *,
-        dpi: float = 80,
-    ) -> None:
-        # The pure function checks the setting first and says what is wrong in a sentence.
-        self.result: ConventionResult = convention_setting(convention, mask, sequence)
-        style = {"description_width": "initial"}
-        controls = {
-            "convention": widgets.Dropdown(
-                options=[(label, key) for key, label in MASK_CONVENTIONS.items()],
-                value=convention,
-                description="mask passed as",
-                style=style,
-                layout=widgets.Layout(width="300px"),
-            ),
-            "mask": _toggle_buttons(CONVENTION_MASK_CHOICES, mask, "mask", "118px"),
-            "sequence": _toggle_buttons([("0", 0), ("1", 1)], sequence, "sequence", "48px"),
-        }
-        figure = new_figure(figsize=(13.0, 4.3), dpi=dpi)
-        self.view = ConventionView(figure, self.result.keep.shape[-1])
-        self.view.update(self.result)
-        freeze_layout(figure)  # titles always have the same number of lines
-        # Four panels, one or two of which change per click: redraw only those.
-        self._renderer = PanelCacheRenderer(
-            figure, self.view.panel_artists, self.view.panel_regions, [self.view.suptitle]
-        )
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def render(self, convention: str, mask: str, sequence: int) -> None:
-        """Compute the setting with the pure function and show it."""
-        self.result = convention_setting(convention, mask, sequence)
-        self.view.update(self.result)
-
-    def to_png(self) -> bytes:
-        """Redraw the panels whose content changed; the key tick labels decide the background."""
-        return self._renderer.render(
-            self.view.panel_keys(self.result), background_key=self.result.key_labels
-        )
 
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from attn_lib.exercises import (
     check_conv_layers,
     check_crossover_length,
     check_init_like_scaled,
-    check_mha_mask,
     check_padding_mask,
     check_score_scale,
     check_shape_predictions,
@@ -30,6 +29,7 @@ from attn_lib.exercises import (
     step_macs,
 )
 from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb06_pytorch import check_mha_mask
 from attn_lib.lessons.nb07_masks import check_batch_mask, check_masked_mean_loss
 from attn_lib.lessons.nb08_pitfalls import (
     check_attention_4d,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from ..core import SingleHeadAttention
+from ..masks import causal_mask, padding_mask
 
 ARTICLE_SEED = 42
 ARTICLE_BATCH = 2
@@ -60,3 +61,32 @@ def article_example() -> ArticleExample:
         K = model.W_K(x)  # (B, L, d_k)
         V = model.W_V(x)  # (B, L, d_v)
     return ArticleExample(x=x, model=model, Q=Q, K=K, V=V)
+
+
+# Real lengths used for the padding example: element 0 is full, element 1 has 2 real tokens.
+EXAMPLE_LENGTHS = (4, 2)
+MASK_CHOICES = ("none", "padding", "causal")
+
+
+def example_mask(mask: str, L: int = ARTICLE_SEQ_LEN) -> torch.Tensor | None:
+    """The keep-mask of a named setting, shaped to broadcast over (B, L, L) scores.
+
+    Args:
+        mask: "none", "padding" (lengths :data:`EXAMPLE_LENGTHS`) or "causal".
+        L: sequence length; for "padding" it must be at least max(EXAMPLE_LENGTHS).
+
+    Returns:
+        None, a bool (B, 1, L) padding mask, or a bool (L, L) causal mask.
+
+    Raises:
+        ValueError: an unknown mask name.
+
+    Source: article section 4.1 (padding and future masks).
+    """
+    if mask == "none":
+        return None
+    if mask == "padding":
+        return padding_mask(list(EXAMPLE_LENGTHS), max_len=L)  # (B, 1, L)
+    if mask == "causal":
+        return causal_mask(L)  # (L, L)
+    raise ValueError(f"mask must be one of {MASK_CHOICES}, got {mask!r}.")

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 import attn_lib
-from attn_lib.exercises import check_mha_forward, check_mha_mask
 from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb06_pytorch import check_mha_forward, check_mha_mask
 from attn_lib.reference import apply_out_proj, from_multihead_attention
 
 # --- check_mha_forward: one function per mistake, written the way a learner would -------------

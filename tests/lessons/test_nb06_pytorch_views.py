@@ -23,14 +23,14 @@ from helpers import (
 )
 
 import attn_lib
-from attn_lib import data, plotting
+from attn_lib.lessons import nb06_pytorch, nb06_pytorch_views
 from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons.nb06_pytorch_views import MaskConventionDashboard
 from attn_lib.reference import from_multihead_attention
-from attn_lib.widgets import MaskConventionDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
-CONVENTIONS = list(data.MASK_CONVENTIONS)
-MASKS = list(data.CONVENTION_MASK_CHOICES)
+CONVENTIONS = list(nb06_pytorch.MASK_CONVENTIONS)
+MASKS = list(nb06_pytorch.CONVENTION_MASK_CHOICES)
 # Conventions that hand every function the mask converted correctly.
 CORRECT = ("keep", "mha_attn_mask", "sdpa_bool", "sdpa_additive")
 
@@ -54,7 +54,7 @@ def test_article_mha_example_is_the_articles_order_and_leaves_the_rng_alone():
     torch.manual_seed(0)
     expected_next = torch.randn(3)
     torch.manual_seed(0)
-    ex = data.article_mha_example()
+    ex = nb06_pytorch.article_mha_example()
     torch.testing.assert_close(torch.randn(3), expected_next)
 
     torch.manual_seed(42)  # the article: seed, x, its module, then PyTorch's module
@@ -73,23 +73,23 @@ def test_article_mha_example_is_the_articles_order_and_leaves_the_rng_alone():
 
 
 def test_convention_keep_masks():
-    assert data.convention_keep_mask("none") is None
-    assert data.convention_keep_mask("padding").shape == (2, 1, 4)
-    assert torch.equal(data.convention_keep_mask("causal"), attn_lib.causal_mask(4))
-    full = data.convention_keep_mask("fully masked row")
+    assert nb06_pytorch.convention_keep_mask("none") is None
+    assert nb06_pytorch.convention_keep_mask("padding").shape == (2, 1, 4)
+    assert torch.equal(nb06_pytorch.convention_keep_mask("causal"), attn_lib.causal_mask(4))
+    full = nb06_pytorch.convention_keep_mask("fully masked row")
     assert full.shape == (2, 4, 4)
     assert full[0].all()
     assert torch.equal(full[1].any(dim=-1), torch.tensor([True, True, False, False]))
     with pytest.raises(ValueError, match="mask must be one of"):
-        data.convention_keep_mask("future")
+        nb06_pytorch.convention_keep_mask("future")
 
 
 # --- the pure function ------------------------------------------------------------------------
 
 
 def expected_lib_weights(mask: str) -> torch.Tensor:
-    ex = data.article_mha_example()
-    _, w = attn_lib.scaled_dot_product_attention(ex.Q, ex.K, ex.V, data.convention_keep_mask(mask))
+    ex = nb06_pytorch.article_mha_example()
+    _, w = attn_lib.scaled_dot_product_attention(ex.Q, ex.K, ex.V, nb06_pytorch.convention_keep_mask(mask))
     return w  # (B, L, L)
 
 
@@ -97,7 +97,7 @@ def expected_lib_weights(mask: str) -> torch.Tensor:
     ("convention", "mask", "b"), list(itertools.product(CONVENTIONS, MASKS, (0, 1)))
 )
 def test_convention_setting_matches_direct_computation(convention, mask, b):
-    r = data.convention_setting(convention, mask, b)
+    r = nb06_pytorch.convention_setting(convention, mask, b)
     ref = expected_lib_weights(mask)[b]
     torch.testing.assert_close(r.weights["attn_lib"], ref)
     assert r.max_abs_diff["attn_lib"] == 0.0 and r.nan_rows["attn_lib"] == 0
@@ -135,50 +135,50 @@ def test_convention_setting_matches_direct_computation(convention, mask, b):
 
 
 def test_convention_setting_what_is_passed():
-    r = data.convention_setting("mha_attn_mask", "padding", 1)
+    r = nb06_pytorch.convention_setting("mha_attn_mask", "padding", 1)
     assert r.passed_text[0] == ("False", "False", "True", "True")  # True = blocked
-    r = data.convention_setting("keep", "padding", 1)
+    r = nb06_pytorch.convention_setting("keep", "padding", 1)
     assert r.passed_text[0] == ("True", "True", "False", "False")
     assert torch.equal(r.passed_blocked, ~r.keep)
-    r = data.convention_setting("sdpa_additive", "causal", 0)
+    r = nb06_pytorch.convention_setting("sdpa_additive", "causal", 0)
     assert r.passed_text[0] == ("0", "-inf", "-inf", "-inf")
-    r = data.convention_setting("mha_key_padding", "padding", 1)
+    r = nb06_pytorch.convention_setting("mha_key_padding", "padding", 1)
     assert all(row == ("False", "False", "True", "True") for row in r.passed_text)
-    r = data.convention_setting("keep", "none", 0)
+    r = nb06_pytorch.convention_setting("keep", "none", 0)
     assert r.passed_name == "no mask passed"
     assert all(t == "" for row in r.passed_text for t in row)
-    assert data.convention_setting("keep", "padding", 1).key_labels == (
+    assert nb06_pytorch.convention_setting("keep", "padding", 1).key_labels == (
         "0", "1", "2 (pad)", "3 (pad)",
     )  # fmt: skip
-    assert data.convention_setting("keep", "padding", 0).key_labels == ("0", "1", "2", "3")
+    assert nb06_pytorch.convention_setting("keep", "padding", 0).key_labels == ("0", "1", "2", "3")
 
 
 def test_fully_masked_row_values():
-    r = data.convention_setting("keep", "fully masked row", 1)
+    r = nb06_pytorch.convention_setting("keep", "fully masked row", 1)
     torch.testing.assert_close(r.weights["attn_lib"][2:], torch.zeros(2, 4))
     torch.testing.assert_close(r.weights["SDPA"][2:], torch.zeros(2, 4))
     assert torch.isnan(r.weights["MHA"][2:]).all()
     assert r.nan_rows == {"attn_lib": 0, "MHA": 2, "SDPA": 0}
-    inverted = data.convention_setting("inverted", "padding", 0)  # full sequence: all blocked
+    inverted = nb06_pytorch.convention_setting("inverted", "padding", 0)  # full sequence: all blocked
     assert inverted.nan_rows["MHA"] == 4 and math.isnan(inverted.max_abs_diff["MHA"])
     torch.testing.assert_close(inverted.weights["SDPA"], torch.zeros(4, 4))
 
 
 def test_convention_setting_sdpa_weights_are_the_identity_trick():
-    ex = data.article_mha_example()
-    keep = data.convention_keep_mask("causal")
+    ex = nb06_pytorch.article_mha_example()
+    keep = nb06_pytorch.convention_keep_mask("causal")
     eye = torch.eye(4).expand(2, 4, 4)
     with torch.no_grad():
         direct = F.scaled_dot_product_attention(ex.Q, ex.K, eye, attn_mask=keep)
-    r = data.convention_setting("sdpa_bool", "causal", 1)
+    r = nb06_pytorch.convention_setting("sdpa_bool", "causal", 1)
     assert torch.equal(r.weights["SDPA"], direct[1])
 
 
 def test_convention_setting_returns_copies():
-    first = data.convention_setting("keep", "padding", 1)
+    first = nb06_pytorch.convention_setting("keep", "padding", 1)
     first.weights["attn_lib"].zero_()
     first.keep.zero_()
-    again = data.convention_setting("keep", "padding", 1)
+    again = nb06_pytorch.convention_setting("keep", "padding", 1)
     assert again.weights["attn_lib"].sum() > 0 and again.keep.any()
 
 
@@ -188,7 +188,7 @@ def test_convention_setting_returns_copies():
 )
 def test_convention_setting_refuses_bad_settings(args):
     with pytest.raises(ValueError):
-        data.convention_setting(*args)
+        nb06_pytorch.convention_setting(*args)
 
 
 # --- the figure ---------------------------------------------------------------------------------
@@ -196,21 +196,21 @@ def test_convention_setting_refuses_bad_settings(args):
 
 def test_static_figures_draw_and_mark_nan():
     with no_new_figures():
-        r = data.convention_setting("keep", "fully masked row", 1)
-        fig = plotting.plot_convention_setting(r)
+        r = nb06_pytorch.convention_setting("keep", "fully masked row", 1)
+        fig = nb06_pytorch_views.plot_convention_setting(r)
         fig.canvas.draw()
         assert len(fig.axes) == 5  # mask, three heatmaps, colorbar
         titles = [ax.get_title() for ax in fig.axes[:4]]
         assert "NaN in 2 rows" in titles[2]
         assert titles[1].startswith("attn_lib") and titles[3].startswith("SDPA")
         plt.close(fig)
-        gallery = plotting.plot_convention_gallery(
-            [r, data.convention_setting("mha_key_padding", "causal", 1)]
+        gallery = nb06_pytorch_views.plot_convention_gallery(
+            [r, nb06_pytorch.convention_setting("mha_key_padding", "causal", 1)]
         )
         assert len(gallery.axes) == 10
         plt.close(gallery)
     with pytest.raises(ValueError):
-        plotting.plot_convention_gallery([])
+        nb06_pytorch_views.plot_convention_gallery([])
 
 
 # --- the dashboard ------------------------------------------------------------------------------
@@ -218,11 +218,11 @@ def test_static_figures_draw_and_mark_nan():
 
 def assert_shows(dash: MaskConventionDashboard, convention: str, mask: str, sequence: int) -> None:
     """The dashboard holds and draws exactly what the pure function computes."""
-    expected = data.convention_setting(convention, mask, sequence)
+    expected = nb06_pytorch.convention_setting(convention, mask, sequence)
     assert dash.values == {"convention": convention, "mask": mask, "sequence": sequence}
     assert dash.last_error is None and dash.status.value == ""
     view = dash.view
-    for name in data.IMPLEMENTATIONS:
+    for name in nb06_pytorch.IMPLEMENTATIONS:
         got, want = dash.result.weights[name], expected.weights[name]
         if want is None:
             assert got is None
@@ -255,7 +255,7 @@ def test_default_state(dashboard):
     assert_shows(dashboard, "keep", "padding", 1)
     assert set(dashboard.controls) == {"convention", "mask", "sequence"}
     labels = [o[0] for o in dashboard.controls["convention"].options]
-    assert labels == list(data.MASK_CONVENTIONS.values())
+    assert labels == list(nb06_pytorch.MASK_CONVENTIONS.values())
     assert "inverted by mistake" in labels
 
 
