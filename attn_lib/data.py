@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import cache
+from dataclasses import dataclass
 
 import torch
 
-from .core import scaled_dot_product_attention
 from .lessons._examples import (
     ARTICLE_BATCH,
     ARTICLE_D_K,
@@ -51,113 +49,17 @@ __all__ = [
     "ArticleExample",
     "Library",
     "Sentence",
-    "SettingResult",
     "article_example",
     "cross_sentence",
     "embed",
     "embedding_table",
     "example_mask",
-    "example_setting",
     "library_books",
     "library_query",
     "qkv_sentence",
     "short_and_long_tokens",
     "tokenize",
 ]
-
-
-@dataclass(frozen=True)
-class SettingResult:
-    """What a dashboard shows for one setting of the article's example.
-
-    Attributes:
-        batch_index: which batch element (0 or 1).
-        mask: "none", "padding" or "causal".
-        scaled: True for scores ÷ √d_k, False for raw dot products.
-        weights: (L_q, L_k) = (4, 4), float32, the attention weights of that element.
-        row_sums: (L_q,) = (4,), float32, each row's sum (1 for every row here).
-        keep: (L_q, L_k) bool, True where the query may attend to the key.
-        key_labels: one tick label per key position; "2 (pad)" for a padded key.
-
-    Source: article sections 3.3 and 4.1.
-    """
-
-    batch_index: int
-    mask: str
-    scaled: bool
-    weights: torch.Tensor
-    row_sums: torch.Tensor
-    keep: torch.Tensor
-    key_labels: tuple[str, ...]
-
-    @property
-    def title(self) -> str:
-        """A one-line description of the setting, for figure titles."""
-        scaling = "scores ÷ √d_k" if self.scaled else "no scaling"
-        return f"sequence {self.batch_index} · mask: {self.mask} · {scaling}"
-
-
-def example_setting(batch_index: int = 0, mask: str = "none", scaled: bool = True) -> SettingResult:
-    """Attention weights of the article's example for one (batch element, mask, scaling) setting.
-
-    A pure function of its arguments: same arguments, same numbers. Each of the
-    12 settings is computed once and remembered (a dashboard asks for them again
-    and again); the tensors returned are fresh copies, safe to modify.
-
-    Args:
-        batch_index: 0 or 1, the batch element to return.
-        mask: "none", "padding" (lengths (4, 2): element 1 has two padded keys)
-            or "causal".
-        scaled: divide the scores by √d_k (the article's module) or not.
-
-    Returns:
-        SettingResult with weights (4, 4), row_sums (4,), keep (4, 4).
-
-    Raises:
-        ValueError: batch_index not 0 or 1, or an unknown mask name.
-        TypeError: scaled not a bool.
-
-    Source: article sections 3.2 and 4.1; Vaswani et al. 2017, eq. (1).
-    """
-    if isinstance(batch_index, bool) or batch_index not in range(ARTICLE_BATCH):
-        raise ValueError(f"batch_index must be 0 or 1, got {batch_index!r}.")
-    if not isinstance(scaled, bool):
-        raise TypeError(f"scaled must be True or False, got {scaled!r}.")
-    if mask not in MASK_CHOICES:
-        raise ValueError(f"mask must be one of {MASK_CHOICES}, got {mask!r}.")
-    cached = _example_setting(batch_index, mask, scaled)
-    return replace(
-        cached,
-        weights=cached.weights.clone(),
-        row_sums=cached.row_sums.clone(),
-        keep=cached.keep.clone(),
-    )
-
-
-@cache
-def _example_setting(batch_index: int, mask: str, scaled: bool) -> SettingResult:
-    ex = article_example()
-    keep = example_mask(mask)
-    scale = 1.0 / math.sqrt(ex.Q.shape[-1]) if scaled else 1.0
-    _, weights = scaled_dot_product_attention(ex.Q, ex.K, ex.V, keep, scale=scale)  # (B, L, L)
-    L = ARTICLE_SEQ_LEN
-    full_keep = torch.ones(ARTICLE_BATCH, L, L, dtype=torch.bool)
-    if keep is not None:
-        full_keep = full_keep & keep  # (B, L, L)
-    w = weights[batch_index]  # (L_q, L_k)
-    labels = tuple(
-        f"{j} (pad)" if mask == "padding" and j >= EXAMPLE_LENGTHS[batch_index] else str(j)
-        for j in range(L)
-    )
-    return SettingResult(
-        batch_index=batch_index,
-        mask=mask,
-        scaled=scaled,
-        weights=w,
-        row_sums=w.sum(dim=-1),  # (L_q,)
-        keep=full_keep[batch_index],
-        key_labels=labels,
-    )
 
 
 # ---------------------------------------------------------------------------

@@ -9,8 +9,8 @@ import torch
 from helpers import decode, no_new_figures
 
 from attn_lib import causal_mask, plotting
-from attn_lib.data import example_setting
 from attn_lib.lessons import _figures, nb10_cost, nb10_cost_views
+from attn_lib.lessons.nb05_module import example_setting
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 

@@ -22,11 +22,11 @@ from helpers import (
 )
 
 from attn_lib import SingleHeadAttention
-from attn_lib.data import example_setting
 from attn_lib.lessons import _figures
 from attn_lib.lessons._dashboard import Dashboard, control_values, measure_update_latency
 from attn_lib.lessons._examples import MASK_CHOICES, article_example
-from attn_lib.widgets import ArticleExampleDashboard
+from attn_lib.lessons.nb05_module import example_setting
+from attn_lib.lessons.nb05_module_views import ArticleExampleDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
