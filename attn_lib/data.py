@@ -13,7 +13,7 @@ Shape legend: B batch, L_q query length, L_k key length, d_model, d_k, d_v.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -26,11 +26,16 @@ from .lessons._examples import (
     ARTICLE_SEQ_LEN,
     EXAMPLE_LENGTHS,
     MASK_CHOICES,
+    QKV_SENTENCE,
     ArticleExample,
+    Sentence,
     article_example,
+    embed,
+    embedding_table,
     example_mask,
+    qkv_sentence,
+    tokenize,
 )
-from .shapes import ShapeError, check_size
 
 __all__ = [
     "ARTICLE_BATCH",
@@ -39,7 +44,6 @@ __all__ = [
     "ARTICLE_QUERY",
     "ARTICLE_SEED",
     "ARTICLE_SEQ_LEN",
-    "CROSS_SENTENCE",
     "EXAMPLE_LENGTHS",
     "KEY_FEATURES",
     "MASK_CHOICES",
@@ -50,7 +54,6 @@ __all__ = [
     "Library",
     "Sentence",
     "article_example",
-    "cross_sentence",
     "embed",
     "embedding_table",
     "example_mask",
@@ -156,97 +159,6 @@ def library_query(features: Mapping[str, float] | None = None) -> torch.Tensor:
 # The same tokens in two orders (article section 1.2). The English "I love you" /
 # "you love me" would not do: "I" and "me" are different tokens.
 WORD_ORDER_PAIRS = (("我爱你", "你爱我"), ("dog bites man", "man bites dog"))
-# Notebook 02's sentence: seven distinct tokens.
-QKV_SENTENCE = "a small cat sat on the mat"
-
-
-def tokenize(sentence: str) -> tuple[str, ...]:
-    """Split a sentence into tokens: on whitespace if it has any, else one token per character.
-
-    So "dog bites man" → ("dog", "bites", "man") and "我爱你" → ("我", "爱", "你").
-
-    Raises:
-        TypeError: not a str. ValueError: no tokens (an empty or blank sentence).
-    """
-    if not isinstance(sentence, str):
-        raise TypeError(f"sentence must be a str, got {type(sentence).__name__}.")
-    stripped = sentence.strip()
-    tokens = tuple(stripped.split()) if any(c.isspace() for c in stripped) else tuple(stripped)
-    if not tokens:
-        raise ValueError(f"sentence {sentence!r} has no tokens.")
-    return tokens
-
-
-def embedding_table(
-    tokens: Iterable[str], d_model: int = 8, *, seed: int = 0
-) -> dict[str, torch.Tensor]:
-    """One fixed random embedding per distinct token, from a seeded generator.
-
-    The vocabulary is sorted and row r of a (V, d_model) N(0, 1) draw goes to the r-th
-    token, so the result depends only on the set of tokens, d_model and seed: the same
-    token gets the same vector in every sentence built from one table (no hashing, no
-    global random state). Build one table from all the sentences you compare.
-
-    Args:
-        tokens: any iterable of token strings (repeats are fine).
-        d_model: embedding width (≥ 1).
-        seed: the generator's seed (≥ 0).
-
-    Returns:
-        {token: (d_model,) float32 tensor}, in sorted token order.
-
-    Raises:
-        ValueError: no tokens, or seed < 0. TypeError: a token that is not a str.
-        ShapeError: d_model < 1.
-    """
-    vocabulary = sorted(set(tokens))
-    if not vocabulary:
-        raise ValueError("tokens is empty: an embedding table needs at least one token.")
-    if not all(isinstance(t, str) for t in vocabulary):
-        raise TypeError(f"tokens must be strings, got {vocabulary}.")
-    d_model = check_size("d_model", d_model, error=ShapeError)
-    seed = check_size("seed", seed, 0)
-    g = torch.Generator().manual_seed(seed)
-    rows = torch.randn(len(vocabulary), d_model, generator=g)  # (V, d_model)
-    return dict(zip(vocabulary, rows, strict=True))
-
-
-def embed(tokens: Sequence[str], table: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """Stack the embeddings of a token sequence: (L, d_model).
-
-    Raises:
-        ValueError: no tokens. KeyError: a token missing from the table.
-    """
-    if len(tokens) == 0:
-        raise ValueError("tokens is empty: nothing to embed.")
-    missing = [t for t in tokens if t not in table]
-    if missing:
-        raise KeyError(f"no embedding for {missing}; build the table from every sentence used.")
-    return torch.stack([table[t] for t in tokens])  # (L, d_model)
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """Tokens and their embeddings.
-
-    Attributes:
-        tokens: L token strings. x: (L, d_model) float32, one row per token.
-    """
-
-    tokens: tuple[str, ...]
-    x: torch.Tensor
-
-
-def qkv_sentence(d_model: int = 8, *, seed: int = 0) -> Sentence:
-    """Notebook 02's sentence, :data:`QKV_SENTENCE`, embedded: x of shape (7, d_model).
-
-    Raises:
-        ShapeError: d_model < 1. ValueError: seed < 0.
-
-    Source: a made-up example for article section 2.1.
-    """
-    tokens = tokenize(QKV_SENTENCE)
-    return Sentence(tokens=tokens, x=embed(tokens, embedding_table(tokens, d_model, seed=seed)))
 
 
 def short_and_long_tokens() -> Sentence:
@@ -263,36 +175,3 @@ def short_and_long_tokens() -> Sentence:
     Source: a counterexample for article section 2.1.
     """
     return Sentence(tokens=("short", "long"), x=torch.tensor([[0.3, 0.1], [2.0, 0.5]]))
-
-
-# ---------------------------------------------------------------------------
-# Notebook 04: a second sentence, for cross-attention
-# ---------------------------------------------------------------------------
-
-# French for QKV_SENTENCE: eight distinct tokens, so L_k = 8 ≠ L_q = 7. When a model
-# translates French into English, the English words being written ask (queries) and
-# the French source words answer (keys and values).
-CROSS_SENTENCE = "un petit chat était assis sur le tapis"
-
-
-def cross_sentence(d_model: int = 8, *, seed: int = 1) -> Sentence:
-    """Notebook 04's source sentence, :data:`CROSS_SENTENCE`, embedded: x of shape (8, d_model).
-
-    Its embedding table is its own (seed 1 by default, not 0 as for
-    :func:`qkv_sentence`), so that no French token shares its vector with an English one
-    by the accident of sorting first in both vocabularies.
-
-    Args:
-        d_model: embedding width (≥ 1).
-        seed: the embedding table's seed (≥ 0).
-
-    Returns:
-        :class:`Sentence` with 8 tokens and x (8, d_model) float32.
-
-    Raises:
-        ShapeError: d_model < 1. ValueError: seed < 0.
-
-    Source: a made-up example for article sections 1.1 (encoder-decoder attention) and 2.3.
-    """
-    tokens = tokenize(CROSS_SENTENCE)
-    return Sentence(tokens=tokens, x=embed(tokens, embedding_table(tokens, d_model, seed=seed)))

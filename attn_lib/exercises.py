@@ -24,35 +24,35 @@ from torch import nn
 
 from .core import scaled_dot_product_attention
 from .data import library_books, library_query
-from .experiments import path_lengths, retrieve, seeded_attention
+from .experiments import path_lengths, retrieve
 from .lessons._checking import (
     _SEED,
     CheckResult,
+    _as_shape_tuple,
     _call,
     _call_failed,
     _close,
     _finish,
-    _known_mistake,
     _name_of,
     _not_written,
     _not_yet,
     _number,
     _passed,
     _raised,
+    _shape_hint,
     _short,
+    _sizes_text,
 )
-from .lessons._experiments import crossover_length
+from .lessons._experiments import seeded_attention
 from .shapes import shape_trace
 from .softmax import entropy as _entropy
 from .softmax import softmax_jacobian as _softmax_jacobian
 
 __all__ = [
     "SHAPE_NAMES",
-    "STEP_SHAPES_SETTING",
     "CheckResult",
     "check_attention_inputs",
     "check_conv_layers",
-    "check_crossover_length",
     "check_entropy",
     "check_init_like_scaled",
     "check_k_bias_shift",
@@ -63,22 +63,9 @@ __all__ = [
     "check_shape_predictions",
     "check_softmax_jacobian",
     "check_stalling_settings",
-    "check_step_macs",
-    "check_step_shapes",
     "check_v_bias_prediction",
     "expected_shapes",
-    "step_macs",
 ]
-
-
-def _as_size(value: object) -> int | None:
-    """An integer-valued size as an int (numpy ints, 0-d tensors, 4.0 and Fraction(4) too)."""
-    value, is_number = _number(value)
-    if not is_number:
-        return None
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    return value
 
 
 def _tensors(result: object, n: int) -> bool:
@@ -557,27 +544,6 @@ SHAPE_NAMES = ("Q", "K", "V", "scores", "weights", "output")
 _SHAPE_CASES = ((2, 3, 5, 16, 4, 6), (4, 7, 2, 8, 3, 5), (3, 4, 4, 10, 2, 7))
 
 
-def _sizes_text(sizes: tuple[int, ...]) -> str:
-    names = ("B", "L_q", "L_k", "d_model", "d_k", "d_v")
-    return ", ".join(f"{n}={v}" for n, v in zip(names, sizes, strict=True))
-
-
-def _as_shape_tuple(value: object) -> tuple[int, ...] | None:
-    """A shape as a tuple of Python ints, else None.
-
-    Given as a tuple, list or torch.Size, or a 1-D integer tensor or array; each size may
-    be an int, a numpy integer, a 0-d integer tensor or an integral float (4.0).
-    """
-    if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
-        if getattr(value, "ndim", None) != 1:
-            return None
-        value = value.tolist()
-    if not isinstance(value, tuple | list):  # torch.Size is a tuple
-        return None
-    sizes = [_as_size(d) for d in value]
-    return None if any(d is None for d in sizes) else tuple(sizes)
-
-
 def expected_shapes(
     B: int, L_q: int, L_k: int, d_model: int, d_k: int, d_v: int
 ) -> dict[str, tuple[int, ...]]:
@@ -599,34 +565,6 @@ def expected_shapes(
     del d_model  # the projections remove it
     steps = {s.step: s.shape for s in shape_trace((B, L_q, d_k), (B, L_k, d_k), (B, L_k, d_v))}
     return {name: steps[name] for name in SHAPE_NAMES}
-
-
-def _shape_hint(name: str, got: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[str, str]:
-    """(mistake code, explanation) for a wrong shape of one entry."""
-    B, L_q, L_k, d_model, d_k, d_v = sizes
-    known: dict[tuple[str, tuple[int, ...]], tuple[str, str]] = {
-        ("Q", (B, L_q, d_model)): ("width_d_model", "W_Q maps each d_model-wide token to d_k numbers, so Q is d_k wide."),
-        ("Q", (B, L_k, d_k)): ("query_length", "Q has one row per query: L_q rows. In cross-attention the queries come from the sequence that asks."),
-        ("K", (B, L_q, d_k)): ("key_length", "K has one row per key: L_k rows. In cross-attention the keys come from the other sequence, the one being searched."),
-        ("K", (B, L_k, d_model)): ("width_d_model", "W_K maps each token to d_k numbers, so K is d_k wide (it must match Q's width for the dot products)."),
-        ("K", (B, d_k, L_k)): ("key_transposed", "That is Kᵀ. K itself is (B, L_k, d_k); attention transposes it when it computes Q Kᵀ."),
-        ("V", (B, L_k, d_k)): ("value_width", "W_V maps d_model to d_v, and d_v need not equal d_k: V is d_v wide."),
-        ("V", (B, L_q, d_v)): ("value_length", "V has one row per key (L_k rows): each value travels with its key."),
-        ("V", (B, L_k, d_model)): ("width_d_model", "W_V maps each token to d_v numbers, so V is d_v wide."),
-        ("scores", (B, L_k, L_q)): ("scores_transposed", "Rows are queries and columns are keys: Q Kᵀ is (L_q, d_k) @ (d_k, L_k) = (L_q, L_k)."),
-        ("scores", (B, L_q, d_k)): ("scores_width", "Scores compare every query with every key, one number per pair: (L_q, L_k)."),
-        ("scores", (B, L_q, L_q)): ("scores_square", "Scores pair every query with every key; with L_q ≠ L_k they are not square: (L_q, L_k)."),
-        ("scores", (B, L_k, L_k)): ("scores_square", "Scores pair every query with every key; with L_q ≠ L_k they are not square: (L_q, L_k)."),
-        ("output", (B, L_q, d_k)): ("output_width", "Each output row is a blend of rows of V, so it is d_v wide, not d_k."),
-        ("output", (B, L_k, d_v)): ("output_length", "There is one output row per query: L_q rows."),
-        ("output", (B, L_q, L_k)): ("output_is_weights", "That is the weights' shape; the output is weights @ V: (L_q, L_k) @ (L_k, d_v) = (L_q, d_v)."),
-        ("output", (B, L_q, d_model)): ("output_width", "A single-head attention without an output projection returns d_v-wide rows, the width of V."),
-    }  # fmt: skip
-    if name == "weights":
-        return "weights_shape", "Softmax does not change the shape: the weights have the scores' shape."
-    if len(got) == 2:
-        return "batch_missing", "Keep the batch dim B in front: every tensor here is (B, …, …)."
-    return known.get((name, got), ("wrong_shape", ""))
 
 
 def check_shape_predictions(fn: Callable, *, verbose: bool = True) -> CheckResult:
@@ -1523,288 +1461,6 @@ def check_softmax_jacobian(fn: Callable, *, verbose: bool = True) -> CheckResult
 
 
 # --- notebook 04: the shapes of one setting, multiply-adds per step, the crossover length ---
-
-
-# The setting of notebook 04's first exercise: x (B, L_q, d_model), context (B, L_k, d_model).
-STEP_SHAPES_SETTING = {"B": 3, "L_q": 5, "L_k": 7, "d_model": 32, "d_k": 16, "d_v": 4}
-_STEP_SHAPE_NAMES = ("Kᵀ", "scores", "weights", "output")
-
-
-def check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check the shapes of Kᵀ, scores, weights and output for one fixed setting.
-
-    ``fn()`` takes no argument and returns a dict with the keys "Kᵀ" (or "K_T"),
-    "scores", "weights" and "output", each a shape (tuple, list or torch.Size), for
-    cross-attention with B = 3, L_q = 5, L_k = 7, d_model = 32, d_k = 16, d_v = 4
-    (:data:`STEP_SHAPES_SETTING`).
-
-    Args:
-        fn: the function to check.
-        verbose: print the feedback paragraph.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "missing", "key_not_transposed", "key_transpose_length", "scores_transposed",
-        "scores_width", "scores_square", "weights_shape", "output_width",
-        "output_length", "output_is_weights", "batch_missing", "wrong_shape".
-
-    Source: article section 2.3; attn_lib.shape_trace.
-    """
-    name = _name_of(fn)
-    s = STEP_SHAPES_SETTING
-    sizes = (s["B"], s["L_q"], s["L_k"], s["d_model"], s["d_k"], s["d_v"])
-    B, L_q, L_k, _, d_k, d_v = sizes
-    got, err = _call(fn)
-    if err is not None:
-        return _call_failed(
-            name,
-            err,
-            f"Your function raised {_raised(err)}. Fix that line and run the check again.",
-            verbose,
-        )
-    if not isinstance(got, dict):
-        return _not_yet("bad_return", f"{name} returned {type(got).__name__}; "
-                       f"return a dict such as {{'Kᵀ': (…), 'scores': (…), 'weights': (…), "
-                       f"'output': (…)}}.", verbose)  # fmt: skip
-    if "K_T" in got and "Kᵀ" not in got:
-        got = {**got, "Kᵀ": got["K_T"]}
-    missing = [n for n in _STEP_SHAPE_NAMES if n not in got]
-    if missing:
-        return _not_yet("missing", f"The dict has no entry for "
-                       f"{', '.join(missing)}; give all four: {', '.join(_STEP_SHAPE_NAMES)} "
-                       f"(\"K_T\" is accepted for Kᵀ).", verbose)  # fmt: skip
-    want = {step.step: step.shape for step in shape_trace((B, L_q, d_k), (B, L_k, d_k),
-                                                          (B, L_k, d_v))}  # fmt: skip
-    for entry in _STEP_SHAPE_NAMES:
-        shape = _as_shape_tuple(got[entry])
-        if shape is None:
-            return _not_yet("bad_return", f"{entry} is {_short(got[entry])}; give "
-                           f"each shape as a tuple of ints, e.g. (3, 5, 7).", verbose)  # fmt: skip
-        if shape == want[entry]:
-            continue
-        if entry == "Kᵀ":
-            if shape == (B, L_k, d_k):
-                code, why = "key_not_transposed", (
-                    "That is K itself, (B, L_k, d_k). transpose(-2, -1) swaps its last two "
-                    "dims: Kᵀ is (B, d_k, L_k), so that Q (B, L_q, d_k) @ Kᵀ lines up d_k "
-                    "with d_k."
-                )
-            elif shape == (B, d_k, L_q):
-                code, why = "key_transpose_length", (
-                    "Kᵀ has one column per key: L_k columns, not L_q. The keys come from the "
-                    "context (L_k = 7 tokens), the queries from x (L_q = 5)."
-                )
-            elif len(shape) == 2:
-                code, why = "batch_missing", "Keep the batch dim B in front: (B, d_k, L_k)."
-            else:
-                code, why = "wrong_shape", "Kᵀ is K (B, L_k, d_k) with its last two dims swapped."
-        else:
-            code, why = _shape_hint(entry, shape, sizes)
-        return _not_yet(code, f"For {_sizes_text(sizes)} you gave {entry} = "
-                       f"{shape}, but it is {want[entry]}. {why}".rstrip(), verbose)  # fmt: skip
-    return _passed(
-        f"Kᵀ {want['Kᵀ']}, scores and weights {want['scores']}, output "
-        f"{want['output']}: d_model = 32 appears in none of them (the projections remove it), "
-        f"and d_k = 16 disappears in Q Kᵀ, summed over.",
-        verbose,
-    )
-
-
-_MAC_NAMES = ("Q", "K", "V", "scores", "output")
-# (B, L_q, L_k, d_model, d_k, d_v): cross-attention with all sizes different, then self.
-_MAC_CASES = ((3, 5, 7, 32, 16, 4), (2, 9, 4, 6, 3, 5), (1, 8, 8, 12, 12, 12))
-
-
-def step_macs(
-    B: int, L_q: int, L_k: int, d_model: int, d_k: int, d_v: int
-) -> dict[str, int]:
-    """Multiply-adds of each matrix product of (cross-)attention.
-
-    A product (a × b) @ (b × c) takes a·b·c multiply-adds, once per batch element.
-    Q = x W_Q: B·L_q·d_model·d_k; K = context W_K: B·L_k·d_model·d_k; V = context W_V:
-    B·L_k·d_model·d_v; scores = Q Kᵀ: B·L_q·L_k·d_k; output = weights V: B·L_q·L_k·d_v.
-    The scaling, the softmax and any mask are not counted (O(B·L_q·L_k) each).
-
-    Returns:
-        {"Q", "K", "V", "scores", "output"} → Python ints.
-
-    Source: the cost model of attn_lib.experiments.attention_cost, for L_q ≠ L_k.
-    """
-    return {
-        "Q": B * L_q * d_model * d_k,
-        "K": B * L_k * d_model * d_k,
-        "V": B * L_k * d_model * d_v,
-        "scores": B * L_q * L_k * d_k,
-        "output": B * L_q * L_k * d_v,
-    }
-
-
-def _mac_hint(entry: str, got: float, sizes: tuple[int, ...]) -> tuple[str, str]:
-    """(mistake code, explanation) for a wrong count of one step."""
-    B, L_q, L_k, d_model, d_k, d_v = sizes
-    right = step_macs(*sizes)[entry]
-    products = {
-        "Q": "(L_q × d_model) @ (d_model × d_k)", "K": "(L_k × d_model) @ (d_model × d_k)",
-        "V": "(L_k × d_model) @ (d_model × d_v)", "scores": "(L_q × d_k) @ (d_k × L_k)",
-        "output": "(L_q × L_k) @ (L_k × d_v)",
-    }  # fmt: skip
-    rule = (f"{entry} is {products[entry]} per batch element, and (a × b) @ (b × c) takes "
-            f"a·b·c multiply-adds.")  # fmt: skip
-    if got == 2 * right:
-        return "flops", (f"That is twice the count: you counted FLOPs (a multiply and an add "
-                         f"each). Count multiply-adds: {rule}")  # fmt: skip
-    if B > 1 and got * B == right:
-        return "batch_missing", f"That is the count for one batch element; multiply by B. {rule}"
-    pairs = "That counts query–key pairs, not the work: each pair is a dot product of length d_k."
-    per_key = "has one row per key: L_k rows, from the context."
-    wrong = {
-        "scores": {B * L_q * L_k: ("pairs_only", pairs)},
-        "output": {B * L_q * L_k * d_k: ("output_width", "The values are d_v wide, not d_k."),
-                   B * L_q * L_k: ("pairs_only", "Each pair adds a row of V: d_v per pair.")},
-        "V": {B * L_k * d_model * d_k: ("value_width", "W_V maps d_model to d_v, not d_k."),
-              B * L_q * d_model * d_v: ("value_length", f"V {per_key}")},
-        "K": {B * L_q * d_model * d_k: ("key_length", f"K {per_key}")},
-    }  # fmt: skip
-    if got in wrong.get(entry, {}):
-        code, why = wrong[entry][got]
-        return code, f"{why} {rule}"
-    return "wrong_count", rule
-
-
-def check_step_macs(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check a function that counts the multiply-adds of each step of attention.
-
-    ``fn(B, L_q, L_k, d_model, d_k, d_v)`` must return a dict with the keys "Q", "K",
-    "V", "scores" and "output": the multiply-adds of x W_Q, context W_K, context W_V,
-    Q Kᵀ and weights V (see :func:`step_macs`). Cases: (3, 5, 7, 32, 16, 4) and
-    (2, 9, 4, 6, 3, 5) (cross-attention), (1, 8, 8, 12, 12, 12) (self-attention).
-
-    Args:
-        fn: the function to check.
-        verbose: print the feedback paragraph.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "missing", "flops", "batch_missing", "pairs_only", "output_width", "value_width",
-        "value_length", "key_length", "wrong_count".
-
-    Source: article section 1.2 (L² interactions); attn_lib.experiments.attention_cost.
-    """
-    name = _name_of(fn)
-    for sizes in _MAC_CASES:
-        got, err = _call(fn, *sizes)
-        if err is not None:
-            return _call_failed(
-                name,
-                err,
-                f"For {_sizes_text(sizes)} your function raised {_raised(err)}.",
-                verbose,
-            )
-        if not isinstance(got, dict):
-            return _not_yet("bad_return", f"{name} returned "
-                           f"{type(got).__name__}; return a dict with the keys "
-                           f"{', '.join(_MAC_NAMES)}.", verbose)  # fmt: skip
-        missing = [n for n in _MAC_NAMES if n not in got]
-        if missing:
-            return _not_yet("missing", f"The dict has no entry for "
-                           f"{', '.join(missing)}; give all five: {', '.join(_MAC_NAMES)}.",
-                           verbose)  # fmt: skip
-        want = step_macs(*sizes)
-        for entry in _MAC_NAMES:
-            value = got[entry]
-            value, is_number = _number(value)
-            if not is_number:
-                return _not_yet("bad_return", f"{entry} is {_short(value)}; give "
-                               f"each count as a number.", verbose)  # fmt: skip
-            if value != want[entry]:
-                code, why = _mac_hint(entry, value, sizes)
-                return _not_yet(code, f"For {_sizes_text(sizes)} you counted "
-                               f"{value:,} multiply-adds for {entry}, but it takes "
-                               f"{want[entry]:,}. {why}", verbose)  # fmt: skip
-    return _passed(
-        f"{name} counts every product for {len(_MAC_CASES)} settings. The two "
-        f"products that grow with L_q·L_k are Q Kᵀ and weights V; the three projections grow "
-        f"with L_q or L_k alone.",
-        verbose,
-    )
-
-
-# (d_model, d_k, d_v) → the crossover lengths are exact integers.
-_CROSSOVER_CASES = ((64, 64, 64), (512, 64, 64), (100, 20, 60))
-_CROSSOVER_HINTS = {
-    "just_d_model": (
-        "That is the rule of thumb \"attention dominates once L exceeds about d_model\"; it "
-        "has the right order of magnitude, but the exact balance point is another number."
-    ),
-    "scores_vs_qk": (
-        "You balanced Q Kᵀ against the Q and K projections only; count weights V and the V "
-        "projection too."
-    ),
-    "scores_only": (
-        "You compared Q Kᵀ alone with all three projections; weights V also grows as L²."
-    ),
-    "flops_mixed": (
-        "That is twice the answer: did one side count FLOPs and the other multiply-adds?"
-    ),
-}
-
-
-def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check a function that finds the L at which attention costs as much as the projections.
-
-    ``fn(d_model, d_k, d_v)`` must return the sequence length L (a number) at which, in
-    self-attention, the multiply-adds of Q Kᵀ and weights V (L²·(d_k + d_v)) equal those
-    of the three projections (L·d_model·(2 d_k + d_v)). Cases: (64, 64, 64) → 96,
-    (512, 64, 64) → 1536, (100, 20, 60) → 125.
-
-    Args:
-        fn: the function to check.
-        verbose: print the feedback paragraph.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "just_d_model", "scores_vs_qk", "scores_only", "flops_mixed", "squared",
-        "wrong_value".
-
-    Source: attn_lib.experiments.crossover_length; article section 1.2.
-    """
-    name = _name_of(fn)
-    for d_model, d_k, d_v in _CROSSOVER_CASES:
-        args = f"d_model={d_model}, d_k={d_k}, d_v={d_v}"
-        got, err = _call(fn, d_model, d_k, d_v)
-        if err is not None:
-            return _call_failed(
-                name, err, f"For {args} your function raised {_raised(err)}.", verbose
-            )
-        got, is_number = _number(got)
-        if not is_number:
-            return _not_yet("bad_return", f"{name} returned {_short(got)}; return "
-                           f"the length L as a number.", verbose)  # fmt: skip
-        want = crossover_length(d_model, d_k, d_v)
-        if math.isclose(got, want, rel_tol=1e-9):
-            continue
-        known = [  # the first match names the mistake
-            (float(d_model), "just_d_model", _CROSSOVER_HINTS["just_d_model"]),
-            (2.0 * d_model, "scores_vs_qk", _CROSSOVER_HINTS["scores_vs_qk"]),
-            (d_model * (2 * d_k + d_v) / d_k, "scores_only", _CROSSOVER_HINTS["scores_only"]),
-            (2 * want, "flops_mixed", _CROSSOVER_HINTS["flops_mixed"]),
-            (want**2, "squared", "That is L², not L."),
-        ]
-        code, why = _known_mistake(got, known)
-        return _not_yet(
-            code,
-            f"For {args} you gave L = {got:g}; the balance point is L = {want:g}. "
-            f"{why} Set L²·(d_k + d_v) = L·d_model·(2 d_k + d_v) and divide by L.".replace(
-                "  ", " "
-            ),
-            verbose,
-        )
-    return _passed(
-        f"{name} finds the balance point L = d_model·(2 d_k + d_v)/(d_k + d_v): "
-        f"96 tokens for d_model = d_k = d_v = 64, i.e. 1.5·d_model when d_k = d_v = d_model. "
-        f"Beyond it, attention's L² terms cost more than the projections.",
-        verbose,
-    )
 
 
 # --- notebook 09: reading the training table; an init that undoes the scale -----------------

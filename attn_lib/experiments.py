@@ -39,6 +39,7 @@ from .lessons._experiments import (
     attention_cost,
     crossover_length,
     keep_from_lengths,
+    seeded_attention,
 )
 from .positional import sinusoidal_positional_encoding
 from .shapes import ShapeError, fmt_shape
@@ -49,9 +50,7 @@ __all__ = [
     "DEFAULT_D_KS",
     "SATURATION_D_KS",
     "SCALINGS",
-    "SHAPE_MODES",
     "AttentionCost",
-    "CostCurves",
     "DefaultInitRow",
     "DotVsCosine",
     "PairCounts",
@@ -62,12 +61,9 @@ __all__ = [
     "SaturationRow",
     "ScoreSamples",
     "ScoreVarianceRow",
-    "ShapeRow",
-    "ShapeWalkthrough",
     "TokenQKV",
     "WordOrderResult",
     "attention_cost",
-    "cost_curves",
     "crossover_length",
     "default_init_score_variance",
     "default_linear_weight",
@@ -84,7 +80,6 @@ __all__ = [
     "score_variance_table",
     "seeded_attention",
     "self_score_max_fraction",
-    "shape_walkthrough",
     "token_qkv",
     "variance_estimate_spread",
     "word_order_outputs",
@@ -849,32 +844,6 @@ def pair_counts(max_L: int) -> PairCounts:
     return PairCounts(L=L, self_attention=L * L, recurrent=L.clone())
 
 
-def seeded_attention(
-    d_model: int,
-    d_k: int | None = None,
-    *,
-    d_v: int | None = None,
-    bias: bool = False,
-    seed: int = 0,
-) -> SingleHeadAttention:
-    """A SingleHeadAttention in eval mode whose weights depend only on ``seed``.
-
-    The same numbers as ``torch.manual_seed(seed); SingleHeadAttention(...)``, built
-    inside ``torch.random.fork_rng`` so that the caller's global random state is left
-    exactly as it was (nn.Linear draws its init from the global generator).
-
-    Raises:
-        TypeError / ValueError: as SingleHeadAttention; ValueError for seed < 0.
-
-    Source: article section 3.2 (the module).
-    """
-    seed = _int("seed", seed, 0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = SingleHeadAttention(d_model, d_model if d_k is None else d_k, d_v=d_v, bias=bias)
-    return model.eval()
-
-
 def _check_permutation(perm: torch.Tensor | Sequence[int], L: int) -> torch.Tensor:
     p = torch.as_tensor(perm)
     if p.dim() != 1 or p.dtype in (torch.bool,) or p.is_floating_point():
@@ -1250,60 +1219,6 @@ def dot_and_cosine(
 
 
 # ---------------------------------------------------------------------------
-# 04: what attention costs
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CostCurves:
-    """:func:`attention_cost` over many lengths, as (n,) float64 tensors for plotting.
-
-    Attributes:
-        L: (n,) int64. projection_macs, attention_macs: (n,). score_matrix_bytes: (n,).
-        crossover: :func:`crossover_length` for these widths.
-    """
-
-    L: torch.Tensor
-    projection_macs: torch.Tensor
-    attention_macs: torch.Tensor
-    score_matrix_bytes: torch.Tensor
-    crossover: float
-
-
-def cost_curves(
-    lengths: Sequence[int],
-    d_model: int,
-    d_k: int | None = None,
-    d_v: int | None = None,
-    *,
-    batch: int = 1,
-    dtype: torch.dtype = torch.float32,
-) -> CostCurves:
-    """Projection and attention multiply-adds, and score-matrix bytes, for each length.
-
-    Raises:
-        ShapeError: lengths empty, or a size < 1.
-
-    Source: as :func:`attention_cost`.
-    """
-    costs = [
-        attention_cost(L, d_model, d_k, d_v, batch=batch, dtype=dtype)
-        for L in _dims("lengths", lengths)
-    ]
-
-    def column(name: str) -> torch.Tensor:
-        return torch.tensor([float(getattr(c, name)) for c in costs], dtype=torch.float64)
-
-    return CostCurves(
-        L=torch.tensor([c.L for c in costs]),
-        projection_macs=column("projection_macs"),
-        attention_macs=column("attention_macs"),
-        score_matrix_bytes=column("score_matrix_bytes"),
-        crossover=crossover_length(d_model, d_k, d_v),
-    )
-
-
-# ---------------------------------------------------------------------------
 # Notebook 07: masks (article sections 3.2 and 4.1)
 # ---------------------------------------------------------------------------
 
@@ -1312,227 +1227,3 @@ __all__ += [  # this section's public names, added to the list at the top
     "PADDING_SIDES",
     "keep_from_lengths",
 ]
-
-
-# ---------------------------------------------------------------------------
-# 04: every shape of softmax(Q Kᵀ / √d_k) V, self- and cross-attention
-# ---------------------------------------------------------------------------
-
-SHAPE_MODES = ("self", "cross")
-
-
-@dataclass(frozen=True)
-class ShapeRow:
-    """One line of a shape table.
-
-    Attributes:
-        step: the tensor's name ("x", "W_Q", "Q", "Kᵀ", "scores", …).
-        expression: how it is computed ("x W_Q", "Q Kᵀ / √d_k", …).
-        symbols: its shape in letters, e.g. "(B, L_q, d_k)".
-        shape: its shape in numbers.
-    """
-
-    step: str
-    expression: str
-    symbols: str
-    shape: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ShapeWalkthrough:
-    """The shapes of one attention computation, traced and run on a short sentence.
-
-    Attributes:
-        mode: "self" (keys and values from x itself) or "cross" (from a second sentence).
-        B: batch size, or None for unbatched (L, d_model) input.
-        L_q, L_k, d_model, d_k, d_v: the sizes (L_k = L_q in self-attention).
-        rows: the shape table, predicted from the sizes alone: x, (context,) W_Q, W_K,
-            W_V, Q, K, V, Kᵀ, scores, weights, output. W_Q, W_K, W_V are written in
-            the article's math layout (d_model, d_k); nn.Linear stores the transpose.
-        real_shapes: {step: shape} measured on tensors from an actual run.
-        query_tokens: L_q tokens (English). key_tokens: L_k tokens (English in
-            self-attention, French in cross-attention).
-        weights: (L_q, L_k) float32, the attention weights of batch element 0.
-        output: (L_q, d_v) float32, the output of batch element 0.
-
-    Do not modify the tensors: results are cached and shared.
-    """
-
-    mode: str
-    B: int | None
-    L_q: int
-    L_k: int
-    d_model: int
-    d_k: int
-    d_v: int
-    rows: tuple[ShapeRow, ...]
-    real_shapes: Mapping[str, tuple[int, ...]]
-    query_tokens: tuple[str, ...]
-    key_tokens: tuple[str, ...]
-    weights: torch.Tensor
-    output: torch.Tensor
-
-    def shape(self, step: str) -> tuple[int, ...]:
-        """The predicted shape of one step, e.g. ``shape("scores")``.
-
-        Raises:
-            KeyError: no such step (e.g. "context" in self-attention).
-        """
-        for row in self.rows:
-            if row.step == step:
-                return row.shape
-        raise KeyError(f"no step {step!r}; the steps are {[r.step for r in self.rows]}.")
-
-    def table(self) -> str:
-        """The rows as a fixed-width text table (step, computed as, shape, sizes)."""
-        header = ("step", "computed as", "shape", "sizes")
-        lines = [(r.step, r.expression, r.symbols, fmt_shape(r.shape)) for r in self.rows]
-        widths = [max(len(line[i]) for line in [header, *lines]) for i in range(4)]
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        return "\n".join(fmt.format(*line).rstrip() for line in [header, *lines])
-
-    @property
-    def title(self) -> str:
-        """A one-line summary of the setting."""
-        batch = "no batch dim" if self.B is None else f"B = {self.B}"
-        if self.mode == "self":
-            lengths = f"L = {self.L_q}"
-        else:
-            lengths = f"L_q = {self.L_q}, L_k = {self.L_k}"
-        return (
-            f"{self.mode}-attention: {batch}, {lengths}, d_model = {self.d_model}, "
-            f"d_k = {self.d_k}, d_v = {self.d_v}"
-        )
-
-
-def shape_walkthrough(
-    B: int | None,
-    L_q: int,
-    L_k: int | None,
-    d_model: int,
-    d_k: int,
-    d_v: int,
-    mode: str = "self",
-    *,
-    seed: int = 0,
-) -> ShapeWalkthrough:
-    """Predict every shape of attention from the sizes, then run it on a sentence.
-
-    The queries come from the first L_q tokens of :data:`attn_lib.data.QKV_SENTENCE`
-    ("a small cat sat on the mat", 7 tokens). In self-attention the keys and values
-    come from the same tokens (L_k = L_q; the ``L_k`` argument is ignored); in
-    cross-attention from the first L_k tokens of :data:`attn_lib.data.CROSS_SENTENCE`
-    (its French translation, 8 tokens), as when a model writing English looks up the
-    French source. A batch holds B copies of the sentence. The module is
-    :func:`seeded_attention` (untrained, so the weights show no real alignment).
-
-    Args:
-        B: batch size ≥ 1, or None for unbatched (L, d_model) input.
-        L_q: 1 … 7. L_k: 1 … 8 in cross-attention; ignored (may be None) in self-attention.
-        d_model, d_k, d_v: widths ≥ 1.
-        mode: "self" or "cross".
-        seed: seed of the module's weights (the embeddings use the sentences' own seeds).
-
-    Returns:
-        :class:`ShapeWalkthrough` (cached: the same arguments return the same object).
-
-    Raises:
-        ShapeError: a size < 1, L_q > 7, or (cross) L_k > 8 or None.
-        ValueError: an unknown mode, or seed < 0. TypeError: a size that is not an int.
-
-    Source: Vaswani et al. 2017, eq. (1); article section 2.3 (write every shape down).
-    """
-    mode = _choice("mode", mode, SHAPE_MODES)
-    B = None if B is None else _dim("B", B)
-    if mode == "cross":
-        if L_k is None:
-            raise ShapeError("cross-attention needs L_k, the number of key tokens (1 … 8).")
-        L_k = _dim("L_k", L_k)
-    args = (
-        B, _dim("L_q", L_q), L_k if mode == "cross" else None, _dim("d_model", d_model),
-        _dim("d_k", d_k), _dim("d_v", d_v), mode, _int("seed", seed, 0),
-    )  # fmt: skip
-    if args not in _WALKTHROUGHS:
-        if len(_WALKTHROUGHS) >= 1024:
-            _WALKTHROUGHS.clear()
-        _WALKTHROUGHS[args] = _compute_shape_walkthrough(*args)
-    return _WALKTHROUGHS[args]
-
-
-_WALKTHROUGHS: dict[tuple, ShapeWalkthrough] = {}  # cache: a dashboard revisits settings
-
-
-def _compute_shape_walkthrough(
-    B: int | None, L_q: int, L_k: int | None, d_model: int, d_k: int, d_v: int, mode: str,
-    seed: int,
-) -> ShapeWalkthrough:  # fmt: skip
-    from .core import scaled_dot_product_attention
-    from .data import cross_sentence, qkv_sentence
-    from .shapes import shape_trace
-
-    queries = qkv_sentence(d_model)
-    keys = cross_sentence(d_model) if mode == "cross" else queries
-    if L_q > len(queries.tokens):
-        raise ShapeError(
-            f"L_q must be ≤ {len(queries.tokens)} (the sentence's length), got {L_q}."
-        )
-    if L_k is None:
-        L_k = L_q
-    elif L_k > len(keys.tokens):
-        raise ShapeError(f"L_k must be ≤ {len(keys.tokens)} (the sentence's length), got {L_k}.")
-
-    # --- predicted from the sizes alone ---
-    batch = () if B is None else (B,)
-    b = "" if B is None else "B, "
-    q_len, k_len = ("L", "L") if mode == "self" else ("L_q", "L_k")
-    source = "x" if mode == "self" else "context"
-    what = "the sentence, embedded" if mode == "self" else "the query sentence, embedded"
-    rows = [ShapeRow("x", what, f"({b}{q_len}, d_model)", (*batch, L_q, d_model))]
-    if mode == "cross":
-        rows.append(ShapeRow("context", "the key sentence, embedded", f"({b}L_k, d_model)",
-                             (*batch, L_k, d_model)))  # fmt: skip
-    rows += [
-        ShapeRow("W_Q", "learned (shared by the batch)", "(d_model, d_k)", (d_model, d_k)),
-        ShapeRow("W_K", "learned (shared by the batch)", "(d_model, d_k)", (d_model, d_k)),
-        ShapeRow("W_V", "learned (shared by the batch)", "(d_model, d_v)", (d_model, d_v)),
-    ]
-    symbols = {
-        "Q": f"({b}{q_len}, d_k)", "K": f"({b}{k_len}, d_k)", "V": f"({b}{k_len}, d_v)",
-        "Kᵀ": f"({b}d_k, {k_len})", "scores": f"({b}{q_len}, {k_len})",
-        "weights": f"({b}{q_len}, {k_len})", "output": f"({b}{q_len}, d_v)",
-    }  # fmt: skip
-    expressions = {
-        "Q": "x W_Q", "K": f"{source} W_K", "V": f"{source} W_V",
-        "Kᵀ": "K.transpose(-2, -1)", "scores": "Q Kᵀ / √d_k",
-        "weights": "softmax(scores, dim=-1)", "output": "weights V",
-    }  # fmt: skip
-    traced = shape_trace((*batch, L_q, d_k), (*batch, L_k, d_k), (*batch, L_k, d_v))
-    for step in traced:
-        rows.append(ShapeRow(step.step, expressions[step.step], symbols[step.step], step.shape))
-
-    # --- measured on a real run ---
-    model = seeded_attention(d_model, d_k, d_v=d_v, seed=seed)
-    x = queries.x[:L_q]  # (L_q, d_model)
-    context = keys.x[:L_k]  # (L_k, d_model)
-    if B is not None:
-        x = x.expand(B, L_q, d_model)  # (B, L_q, d_model): B copies
-        context = context.expand(B, L_k, d_model)  # (B, L_k, d_model)
-    with torch.no_grad():
-        Q, K, V = model.W_Q(x), model.W_K(context), model.W_V(context)
-        K_T = K.transpose(-2, -1)  # (..., d_k, L_k)
-        scores = Q @ K_T / math.sqrt(d_k)  # (..., L_q, L_k)
-        output, weights = scaled_dot_product_attention(Q, K, V)
-    real = {"x": x, "context": context, "Q": Q, "K": K, "V": V, "Kᵀ": K_T, "scores": scores,
-            "weights": weights, "output": output}  # fmt: skip
-    real_shapes = {name: tuple(t.shape) for name, t in real.items()}
-    if mode == "self":
-        del real_shapes["context"]
-    for name, linear in (("W_Q", model.W_Q), ("W_K", model.W_K), ("W_V", model.W_V)):
-        real_shapes[name] = tuple(linear.weight.T.shape)  # math layout (d_model, d_out)
-    first = (0,) if B is not None else ()
-    return ShapeWalkthrough(
-        mode=mode, B=B, L_q=L_q, L_k=L_k, d_model=d_model, d_k=d_k, d_v=d_v, rows=tuple(rows),
-        real_shapes=real_shapes, query_tokens=queries.tokens[:L_q],
-        key_tokens=keys.tokens[:L_k], weights=weights[first].clone(),
-        output=output[first].clone(),
-    )  # fmt: skip

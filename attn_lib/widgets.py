@@ -24,30 +24,26 @@ from functools import lru_cache
 import ipywidgets as widgets
 import torch
 
-from .data import KEY_FEATURES, Library, Sentence, library_books, library_query, qkv_sentence
+from .data import KEY_FEATURES, Library, library_books, library_query
 from .experiments import (
     BIAS_CHOICES,
     SATURATION_D_KS,
     SCALINGS,
-    SHAPE_MODES,
     Retrieval,
     SaturationCurve,
     SaturationRow,
-    ShapeWalkthrough,
     TokenQKV,
     retrieve,
     saturation_curves,
     saturation_row,
-    shape_walkthrough,
     token_qkv,
 )
+from .lessons._examples import Sentence, qkv_sentence
 from .plotting import (
     BIAS_LABELS,
     BlitRenderer,
     RetrievalView,
     SaturationView,
-    ShapeDiagramLimits,
-    ShapeWalkthroughView,
     SoftmaxBarsView,
     TokenQKVView,
     freeze_layout,
@@ -64,7 +60,6 @@ __all__ = [
     "Dashboard",
     "RetrievalDashboard",
     "SaturationDashboard",
-    "ShapeDashboard",
     "TokenQKVDashboard",
     "WidgetCheckDashboard",
     "control_values",
@@ -523,107 +518,3 @@ class SaturationDashboard(Dashboard):
     def to_png(self) -> bytes:
         """Redraw only the row panels, the curves' data, the markers and the titles."""
         return self._renderer.render()
-
-
-# ---------------------------------------------------------------------------
-# Notebook 04: the shape dashboard (article section 2.3)
-# ---------------------------------------------------------------------------
-
-
-class ShapeDashboard(Dashboard):
-    """Every shape of softmax(Q Kᵀ / √d_k) V, drawn to scale, for sizes the reader picks.
-
-    Controls: ``B`` (1 … 4), ``L_q`` (1 … 7), ``L_k`` (1 … 8, used in cross-attention
-    only; disabled in self-attention, where L_k = L_q), ``d_model``, ``d_k``, ``d_v``
-    (1 … 12) and ``mode`` ("self" or "cross"). Every change calls
-    :func:`attn_lib.experiments.shape_walkthrough` and redraws, in one figure, the
-    projections and the attention as boxes whose sides are the matrices' sizes, the
-    shape table, and the weights of batch element 0 as a heatmap with token labels
-    (keys from the French sentence in cross-attention).
-
-    Args:
-        B, L_q, L_k, d_model, d_k, d_v, mode: the initial setting.
-        dpi: resolution of the PNG.
-
-    Attributes:
-        result: the :class:`attn_lib.experiments.ShapeWalkthrough` currently shown.
-        view: the :class:`attn_lib.plotting.ShapeWalkthroughView` that draws it.
-
-    Raises:
-        ValueError: an initial value outside the sliders' bounds, or an unknown mode.
-
-    Source: article section 2.3; Vaswani et al. 2017, eq. (1).
-    """
-
-    plain_text = (
-        "Dashboard: the shapes of attention for the sizes B, L_q, L_k, d_model, d_k, d_v "
-        "and self- or cross-attention. It needs a running Jupyter kernel; the static "
-        "figures above show its default setting and a self/cross gallery."
-    )
-    limits = ShapeDiagramLimits()
-
-    def __init__(
-        self,
-        B: int = 2,
-        L_q: int = 7,
-        L_k: int = 8,
-        d_model: int = 10,
-        d_k: int = 6,
-        d_v: int = 4,
-        mode: str = "self",
-        *,
-        dpi: float = 72,
-    ) -> None:
-        lim = self.limits
-        bounds = {"B": lim.B, "L_q": lim.L_q, "L_k": lim.L_k, "d_model": lim.d, "d_k": lim.d,
-                  "d_v": lim.d}  # fmt: skip
-        initial = {"B": B, "L_q": L_q, "L_k": L_k, "d_model": d_model, "d_k": d_k, "d_v": d_v}
-        for name, value in initial.items():
-            if not 1 <= value <= bounds[name]:
-                raise ValueError(f"{name} must be in 1 … {bounds[name]}, got {value}.")
-        if mode not in SHAPE_MODES:
-            raise ValueError(f"mode must be one of {SHAPE_MODES}, got {mode!r}.")
-        descriptions = {"B": "B (batch)", "L_q": "L_q (queries)", "L_k": "L_k (keys)"}
-        controls: dict[str, widgets.ValueWidget] = {
-            name: widgets.IntSlider(
-                value=initial[name], min=1, max=bounds[name], step=1,
-                description=descriptions.get(name, name), style={"description_width": "95px"},
-                layout=widgets.Layout(width="300px"),
-            )
-            for name in initial
-        }  # fmt: skip
-        controls["mode"] = widgets.ToggleButtons(
-            options=[("self-attention", "self"), ("cross-attention", "cross")],
-            value=mode, description="mode", style={"description_width": "45px"},
-        )  # fmt: skip
-        self.result: ShapeWalkthrough = shape_walkthrough(B, L_q, L_k, d_model, d_k, d_v, mode)
-        figure = new_figure(dpi=dpi)
-        self.view = ShapeWalkthroughView(figure, lim, annotate=False)
-        self.view.update(self.result)
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        controls["mode"].observe(self._on_mode, names="value")
-        self._on_mode({"new": mode})
-        self.update()
-
-    def _on_mode(self, change: dict) -> None:
-        # In self-attention the keys are the queries' own tokens: L_k follows L_q.
-        self.controls["L_k"].disabled = change["new"] == "self"
-
-    def render(
-        self, B: int, L_q: int, L_k: int, d_model: int, d_k: int, d_v: int, mode: str
-    ) -> None:
-        """Compute the setting with the pure function and show it."""
-        self.result = shape_walkthrough(B, L_q, L_k, d_model, d_k, d_v, mode)
-        self.view.update(self.result)
-
-    def to_png(self) -> bytes:
-        """Redraw only the changing artists; the mode decides the background."""
-        return self._renderer.render(background_key=self.view.background_key(self.result))
-
-    def close(self) -> None:
-        """As :meth:`Dashboard.close`, and stop following the mode."""
-        if not self.closed:
-            self.controls["mode"].unobserve(self._on_mode, names="value")
-        super().close()

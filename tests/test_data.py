@@ -15,6 +15,7 @@ import torch
 from attn_lib import ShapeError
 from attn_lib import data as D
 from attn_lib import experiments as E
+from attn_lib.lessons import _examples, _experiments
 
 # ---------------------------------------------------------------------------
 # The library (notebook 01)
@@ -68,44 +69,44 @@ def test_the_articles_query_takes_the_best_book_and_skims_the_close_ones():
 
 
 def test_tokenize():
-    assert D.tokenize("我爱你") == ("我", "爱", "你")
-    assert D.tokenize(" dog bites  man ") == ("dog", "bites", "man")
-    assert D.tokenize(D.QKV_SENTENCE) == ("a", "small", "cat", "sat", "on", "the", "mat")
+    assert _examples.tokenize("我爱你") == ("我", "爱", "你")
+    assert _examples.tokenize(" dog bites  man ") == ("dog", "bites", "man")
+    assert _examples.tokenize(_examples.QKV_SENTENCE) == ("a", "small", "cat", "sat", "on", "the", "mat")
     for bad in ("", "   "):
         with pytest.raises(ValueError, match="no tokens"):
-            D.tokenize(bad)
+            _examples.tokenize(bad)
     with pytest.raises(TypeError):
-        D.tokenize(["dog"])
+        _examples.tokenize(["dog"])
 
 
 def test_embedding_table_is_deterministic_and_order_free():
     state = torch.get_rng_state()
-    a = D.embedding_table(["我", "爱", "你"], 8, seed=1)
-    b = D.embedding_table(["你", "爱", "我", "我"], 8, seed=1)
+    a = _examples.embedding_table(["我", "爱", "你"], 8, seed=1)
+    b = _examples.embedding_table(["你", "爱", "我", "我"], 8, seed=1)
     assert torch.equal(torch.get_rng_state(), state)
     assert list(a) == sorted(a)
     for token in a:
         torch.testing.assert_close(a[token], b[token], rtol=0, atol=0)
         assert a[token].shape == (8,) and a[token].dtype == torch.float32
-    c = D.embedding_table(["我", "爱", "你"], 8, seed=2)
+    c = _examples.embedding_table(["我", "爱", "你"], 8, seed=2)
     assert not torch.equal(a["我"], c["我"])
 
 
 def test_embedding_table_and_embed_refuse_bad_input():
     with pytest.raises(ValueError, match="empty"):
-        D.embedding_table([], 8)
+        _examples.embedding_table([], 8)
     with pytest.raises(ShapeError, match="d_model"):
-        D.embedding_table(["a"], 0)
+        _examples.embedding_table(["a"], 0)
     with pytest.raises(ValueError, match="seed"):
-        D.embedding_table(["a"], 8, seed=-1)
+        _examples.embedding_table(["a"], 8, seed=-1)
     with pytest.raises(TypeError):
-        D.embedding_table([1, 2], 8)
-    table = D.embedding_table(["a", "b"], 4)
-    assert D.embed(["b", "a", "b"], table).shape == (3, 4)
+        _examples.embedding_table([1, 2], 8)
+    table = _examples.embedding_table(["a", "b"], 4)
+    assert _examples.embed(["b", "a", "b"], table).shape == (3, 4)
     with pytest.raises(KeyError, match="c"):
-        D.embed(["a", "c"], table)
+        _examples.embed(["a", "c"], table)
     with pytest.raises(ValueError, match="empty"):
-        D.embed([], table)
+        _examples.embed([], table)
 
 
 # ---------------------------------------------------------------------------
@@ -115,10 +116,10 @@ def test_embedding_table_and_embed_refuse_bad_input():
 
 @pytest.mark.parametrize("pair", D.WORD_ORDER_PAIRS)
 def test_word_order_needs_positions(pair):
-    a, b = (D.tokenize(s) for s in pair)
+    a, b = (_examples.tokenize(s) for s in pair)
     assert sorted(a) == sorted(b) and a != b  # the same tokens, another order
-    table = D.embedding_table(a + b, 8, seed=0)
-    model = E.seeded_attention(8, seed=0)
+    table = _examples.embedding_table(a + b, 8, seed=0)
+    model = _experiments.seeded_attention(8, seed=0)
     plain = E.word_order_outputs(a, b, table, model)
     for i, j in enumerate(plain.match):
         assert a[i] == b[j]
@@ -133,10 +134,10 @@ def test_word_order_needs_positions(pair):
 
 
 def test_qkv_sentence():
-    s = D.qkv_sentence()
+    s = _examples.qkv_sentence()
     assert len(s.tokens) == 7 == len(set(s.tokens))
     assert s.x.shape == (7, 8)
-    torch.testing.assert_close(D.qkv_sentence(16, seed=3).x, D.qkv_sentence(16, seed=3).x)
+    torch.testing.assert_close(_examples.qkv_sentence(16, seed=3).x, _examples.qkv_sentence(16, seed=3).x)
     ex = E.qkv_example(s.x, "k")
     torch.testing.assert_close(ex.weights, E.qkv_example(s.x).weights)
 

@@ -12,20 +12,22 @@ import torch.nn.functional as F
 
 import attn_lib
 from attn_lib.exercises import (
-    STEP_SHAPES_SETTING,
     check_attention_inputs,
     check_conv_layers,
-    check_crossover_length,
     check_init_like_scaled,
     check_score_scale,
     check_shape_predictions,
     check_stalling_settings,
-    check_step_macs,
-    check_step_shapes,
     expected_shapes,
-    step_macs,
 )
 from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb04_shapes import (
+    STEP_SHAPES_SETTING,
+    check_crossover_length,
+    check_step_macs,
+    check_step_shapes,
+    step_macs,
+)
 from attn_lib.lessons.nb05_module import check_attention, check_causal_mask, check_padding_mask
 from attn_lib.lessons.nb06_pytorch import check_mha_mask
 from attn_lib.lessons.nb07_masks import check_batch_mask, check_masked_mean_loss

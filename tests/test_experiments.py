@@ -16,7 +16,7 @@ from torch import nn
 
 from attn_lib import ShapeError, SingleHeadAttention, causal_mask
 from attn_lib import experiments as E
-from attn_lib.lessons import _experiments
+from attn_lib.lessons import _experiments, nb04_shapes
 
 # ---------------------------------------------------------------------------
 # Var(q·k) (C1)
@@ -257,7 +257,7 @@ def test_pair_counts():
 
 def test_seeded_attention_is_reproducible_and_leaves_global_rng_alone():
     state = torch.get_rng_state()
-    a, b = E.seeded_attention(8, seed=3), E.seeded_attention(8, seed=3)
+    a, b = _experiments.seeded_attention(8, seed=3), _experiments.seeded_attention(8, seed=3)
     assert torch.equal(torch.get_rng_state(), state)
     torch.testing.assert_close(a.W_Q.weight, b.W_Q.weight, rtol=0, atol=0)
     with torch.random.fork_rng(devices=[]):
@@ -268,7 +268,7 @@ def test_seeded_attention_is_reproducible_and_leaves_global_rng_alone():
 
 
 def test_self_attention_is_permutation_equivariant_without_mask_only():
-    model = E.seeded_attention(8, seed=0)
+    model = _experiments.seeded_attention(8, seed=0)
     g = torch.Generator().manual_seed(0)
     perm = [2, 0, 4, 1, 3]
     for x in (torch.randn(5, 8, generator=g), torch.randn(2, 5, 8, generator=g)):
@@ -279,7 +279,7 @@ def test_self_attention_is_permutation_equivariant_without_mask_only():
 
 
 def test_permutation_deviation_refuses_a_non_permutation():
-    model = E.seeded_attention(8)
+    model = _experiments.seeded_attention(8)
     x = torch.zeros(3, 8)
     with pytest.raises(ValueError, match="permutation"):
         E.permutation_deviation(model, x, [0, 0, 1])
@@ -292,7 +292,7 @@ def test_permutation_deviation_refuses_a_non_permutation():
 def test_word_order_outputs_match_tokens_and_refuse_other_sentences():
     table = {t: torch.randn(8, generator=torch.Generator().manual_seed(i)) for i, t in
              enumerate("abc")}  # fmt: skip
-    model = E.seeded_attention(8)
+    model = _experiments.seeded_attention(8)
     r = E.word_order_outputs("abc", "cab", table, model)
     assert r.match == (1, 2, 0)
     assert float(r.deviation.max()) < 1e-5
@@ -419,7 +419,7 @@ def test_attention_dominates_beyond_the_crossover():
 
 
 def test_cost_curves():
-    c = E.cost_curves([16, 256, 4096], 256)
+    c = nb04_shapes.cost_curves([16, 256, 4096], 256)
     assert c.L.tolist() == [16, 256, 4096]
     assert c.crossover == pytest.approx(384.0)
     ratio = c.attention_macs / c.projection_macs

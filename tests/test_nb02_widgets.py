@@ -26,13 +26,14 @@ from helpers import (
 )
 
 from attn_lib import data, experiments, plotting
+from attn_lib.lessons import _examples
 from attn_lib.lessons._dashboard import control_values
 from attn_lib.widgets import TokenQKVDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
 BIAS_SCALE = 3.0  # as in the notebook
-SENTENCE = data.qkv_sentence()
+SENTENCE = _examples.qkv_sentence()
 FIELDS = ("query", "key", "value", "scores", "weights", "output")
 
 

@@ -144,11 +144,18 @@ def eval_name(dotted: str):
 
 
 def test_every_plot_function_closes_its_figure_when_it_raises():
+    import importlib
     import inspect
+    import pkgutil
 
-    from attn_lib.lessons import nb09_training_views
+    from attn_lib import lessons
 
-    modules = (plotting, _figures, nb09_training_views, nb10_cost_views)  # lessons move out of plotting
+    views = [
+        importlib.import_module(f"attn_lib.lessons.{info.name}")
+        for info in pkgutil.iter_modules(lessons.__path__)
+        if info.name.endswith("_views")
+    ]
+    modules = (plotting, _figures, *views)  # every lesson's figures
     plots = [
         f"{module.__name__}.{name}"
         for module in modules

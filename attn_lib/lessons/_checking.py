@@ -694,3 +694,62 @@ def _mask_difference(
         f"{len(wrong)} of {want.numel()} cells; the first is at {where}, which should be "
         f"{word(bool(want[first]))} but is {word(bool(got[first]))} in yours"
     )
+
+
+def _as_size(value: object) -> int | None:
+    """An integer-valued size as an int (numpy ints, 0-d tensors, 4.0 and Fraction(4) too)."""
+    value, is_number = _number(value)
+    if not is_number:
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    return value
+
+
+def _sizes_text(sizes: tuple[int, ...]) -> str:
+    names = ("B", "L_q", "L_k", "d_model", "d_k", "d_v")
+    return ", ".join(f"{n}={v}" for n, v in zip(names, sizes, strict=True))
+
+
+def _as_shape_tuple(value: object) -> tuple[int, ...] | None:
+    """A shape as a tuple of Python ints, else None.
+
+    Given as a tuple, list or torch.Size, or a 1-D integer tensor or array; each size may
+    be an int, a numpy integer, a 0-d integer tensor or an integral float (4.0).
+    """
+    if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
+        if getattr(value, "ndim", None) != 1:
+            return None
+        value = value.tolist()
+    if not isinstance(value, tuple | list):  # torch.Size is a tuple
+        return None
+    sizes = [_as_size(d) for d in value]
+    return None if any(d is None for d in sizes) else tuple(sizes)
+
+
+def _shape_hint(name: str, got: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[str, str]:
+    """(mistake code, explanation) for a wrong shape of one entry."""
+    B, L_q, L_k, d_model, d_k, d_v = sizes
+    known: dict[tuple[str, tuple[int, ...]], tuple[str, str]] = {
+        ("Q", (B, L_q, d_model)): ("width_d_model", "W_Q maps each d_model-wide token to d_k numbers, so Q is d_k wide."),
+        ("Q", (B, L_k, d_k)): ("query_length", "Q has one row per query: L_q rows. In cross-attention the queries come from the sequence that asks."),
+        ("K", (B, L_q, d_k)): ("key_length", "K has one row per key: L_k rows. In cross-attention the keys come from the other sequence, the one being searched."),
+        ("K", (B, L_k, d_model)): ("width_d_model", "W_K maps each token to d_k numbers, so K is d_k wide (it must match Q's width for the dot products)."),
+        ("K", (B, d_k, L_k)): ("key_transposed", "That is Kᵀ. K itself is (B, L_k, d_k); attention transposes it when it computes Q Kᵀ."),
+        ("V", (B, L_k, d_k)): ("value_width", "W_V maps d_model to d_v, and d_v need not equal d_k: V is d_v wide."),
+        ("V", (B, L_q, d_v)): ("value_length", "V has one row per key (L_k rows): each value travels with its key."),
+        ("V", (B, L_k, d_model)): ("width_d_model", "W_V maps each token to d_v numbers, so V is d_v wide."),
+        ("scores", (B, L_k, L_q)): ("scores_transposed", "Rows are queries and columns are keys: Q Kᵀ is (L_q, d_k) @ (d_k, L_k) = (L_q, L_k)."),
+        ("scores", (B, L_q, d_k)): ("scores_width", "Scores compare every query with every key, one number per pair: (L_q, L_k)."),
+        ("scores", (B, L_q, L_q)): ("scores_square", "Scores pair every query with every key; with L_q ≠ L_k they are not square: (L_q, L_k)."),
+        ("scores", (B, L_k, L_k)): ("scores_square", "Scores pair every query with every key; with L_q ≠ L_k they are not square: (L_q, L_k)."),
+        ("output", (B, L_q, d_k)): ("output_width", "Each output row is a blend of rows of V, so it is d_v wide, not d_k."),
+        ("output", (B, L_k, d_v)): ("output_length", "There is one output row per query: L_q rows."),
+        ("output", (B, L_q, L_k)): ("output_is_weights", "That is the weights' shape; the output is weights @ V: (L_q, L_k) @ (L_k, d_v) = (L_q, d_v)."),
+        ("output", (B, L_q, d_model)): ("output_width", "A single-head attention without an output projection returns d_v-wide rows, the width of V."),
+    }  # fmt: skip
+    if name == "weights":
+        return "weights_shape", "Softmax does not change the shape: the weights have the scores' shape."
+    if len(got) == 2:
+        return "batch_missing", "Keep the batch dim B in front: every tensor here is (B, …, …)."
+    return known.get((name, got), ("wrong_shape", ""))

@@ -5,12 +5,14 @@ embeddings of notebooks 01, 02 and 04.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from ..core import SingleHeadAttention
 from ..masks import causal_mask, padding_mask
+from ..shapes import ShapeError, check_size
 
 ARTICLE_SEED = 42
 ARTICLE_BATCH = 2
@@ -90,3 +92,96 @@ def example_mask(mask: str, L: int = ARTICLE_SEQ_LEN) -> torch.Tensor | None:
     if mask == "causal":
         return causal_mask(L)  # (L, L)
     raise ValueError(f"mask must be one of {MASK_CHOICES}, got {mask!r}.")
+
+
+# Notebook 02's sentence: seven distinct tokens.
+QKV_SENTENCE = "a small cat sat on the mat"
+
+
+def tokenize(sentence: str) -> tuple[str, ...]:
+    """Split a sentence into tokens: on whitespace if it has any, else one token per character.
+
+    So "dog bites man" → ("dog", "bites", "man") and "我爱你" → ("我", "爱", "你").
+
+    Raises:
+        TypeError: not a str. ValueError: no tokens (an empty or blank sentence).
+    """
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be a str, got {type(sentence).__name__}.")
+    stripped = sentence.strip()
+    tokens = tuple(stripped.split()) if any(c.isspace() for c in stripped) else tuple(stripped)
+    if not tokens:
+        raise ValueError(f"sentence {sentence!r} has no tokens.")
+    return tokens
+
+
+def embedding_table(
+    tokens: Iterable[str], d_model: int = 8, *, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """One fixed random embedding per distinct token, from a seeded generator.
+
+    The vocabulary is sorted and row r of a (V, d_model) N(0, 1) draw goes to the r-th
+    token, so the result depends only on the set of tokens, d_model and seed: the same
+    token gets the same vector in every sentence built from one table (no hashing, no
+    global random state). Build one table from all the sentences you compare.
+
+    Args:
+        tokens: any iterable of token strings (repeats are fine).
+        d_model: embedding width (≥ 1).
+        seed: the generator's seed (≥ 0).
+
+    Returns:
+        {token: (d_model,) float32 tensor}, in sorted token order.
+
+    Raises:
+        ValueError: no tokens, or seed < 0. TypeError: a token that is not a str.
+        ShapeError: d_model < 1.
+    """
+    vocabulary = sorted(set(tokens))
+    if not vocabulary:
+        raise ValueError("tokens is empty: an embedding table needs at least one token.")
+    if not all(isinstance(t, str) for t in vocabulary):
+        raise TypeError(f"tokens must be strings, got {vocabulary}.")
+    d_model = check_size("d_model", d_model, error=ShapeError)
+    seed = check_size("seed", seed, 0)
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.randn(len(vocabulary), d_model, generator=g)  # (V, d_model)
+    return dict(zip(vocabulary, rows, strict=True))
+
+
+def embed(tokens: Sequence[str], table: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """Stack the embeddings of a token sequence: (L, d_model).
+
+    Raises:
+        ValueError: no tokens. KeyError: a token missing from the table.
+    """
+    if len(tokens) == 0:
+        raise ValueError("tokens is empty: nothing to embed.")
+    missing = [t for t in tokens if t not in table]
+    if missing:
+        raise KeyError(f"no embedding for {missing}; build the table from every sentence used.")
+    return torch.stack([table[t] for t in tokens])  # (L, d_model)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """Tokens and their embeddings.
+
+    Attributes:
+        tokens: L token strings. x: (L, d_model) float32, one row per token.
+    """
+
+    tokens: tuple[str, ...]
+    x: torch.Tensor
+
+
+def qkv_sentence(d_model: int = 8, *, seed: int = 0) -> Sentence:
+    """Notebook 02's sentence, :data:`QKV_SENTENCE`, embedded: x of shape (7, d_model).
+
+    Raises:
+        ShapeError: d_model < 1. ValueError: seed < 0.
+
+    Source: a made-up example for article section 2.1.
+    """
+    tokens = tokenize(QKV_SENTENCE)
+    return Sentence(tokens=tokens, x=embed(tokens, embedding_table(tokens, d_model, seed=seed)))

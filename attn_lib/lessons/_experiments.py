@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core import SingleHeadAttention
 from ..masks import causal_mask, combine_masks, padding_mask
 from ..shapes import ShapeError, check_size
 
@@ -191,3 +192,29 @@ def keep_from_lengths(
     B, L = pad.shape[0], pad.shape[-1]
     masks = [pad, causal_mask(L)] if causal else [pad]  # (B, 1, L) and (L, L)
     return combine_masks(*masks).expand(B, L, L).clone()  # (B, L, L)
+
+
+def seeded_attention(
+    d_model: int,
+    d_k: int | None = None,
+    *,
+    d_v: int | None = None,
+    bias: bool = False,
+    seed: int = 0,
+) -> SingleHeadAttention:
+    """A SingleHeadAttention in eval mode whose weights depend only on ``seed``.
+
+    The same numbers as ``torch.manual_seed(seed); SingleHeadAttention(...)``, built
+    inside ``torch.random.fork_rng`` so that the caller's global random state is left
+    exactly as it was (nn.Linear draws its init from the global generator).
+
+    Raises:
+        TypeError / ValueError: as SingleHeadAttention; ValueError for seed < 0.
+
+    Source: article section 3.2 (the module).
+    """
+    seed = _int("seed", seed, 0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = SingleHeadAttention(d_model, d_model if d_k is None else d_k, d_v=d_v, bias=bias)
+    return model.eval()

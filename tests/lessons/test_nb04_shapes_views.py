@@ -18,20 +18,24 @@ from helpers import (
     png_of,
 )
 
-from attn_lib import ShapeError, plotting, scaled_dot_product_attention, shape_trace
-from attn_lib.data import CROSS_SENTENCE, cross_sentence, qkv_sentence, tokenize
-from attn_lib.exercises import (
+from attn_lib import ShapeError, scaled_dot_product_attention, shape_trace
+from attn_lib.lessons import _figures, nb04_shapes_views
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons._examples import qkv_sentence, tokenize
+from attn_lib.lessons._experiments import attention_cost, crossover_length, seeded_attention
+from attn_lib.lessons.nb04_shapes import (
+    CROSS_SENTENCE,
+    SHAPE_MODES,
     STEP_SHAPES_SETTING,
     check_crossover_length,
     check_step_macs,
     check_step_shapes,
+    cost_curves,
+    cross_sentence,
+    shape_walkthrough,
     step_macs,
 )
-from attn_lib.experiments import SHAPE_MODES, cost_curves, seeded_attention, shape_walkthrough
-from attn_lib.lessons import _figures
-from attn_lib.lessons._dashboard import control_values
-from attn_lib.lessons._experiments import attention_cost, crossover_length
-from attn_lib.widgets import ShapeDashboard
+from attn_lib.lessons.nb04_shapes_views import ShapeDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 SIZES = ("B", "L_q", "L_k", "d_model", "d_k", "d_v")
@@ -283,21 +287,21 @@ def test_static_figures_and_limits():
         curves = cost_curves([16, 256, 4096], 64)
         assert curves.crossover == 96.0
         for fig in (
-            plotting.plot_shape_walkthrough(default),
-            plotting.plot_shape_gallery([default, cross], suptitle="gallery"),
-            plotting.plot_attention_cost(curves, qkv_bytes=curves.L * 3 * 64 * 4),
+            nb04_shapes_views.plot_shape_walkthrough(default),
+            nb04_shapes_views.plot_shape_gallery([default, cross], suptitle="gallery"),
+            nb04_shapes_views.plot_attention_cost(curves, qkv_bytes=curves.L * 3 * 64 * 4),
         ):
             decode(_figures.figure_to_png(fig))
             plt.close(fig)
     with pytest.raises(ValueError, match="give at least one"):
-        plotting.plot_shape_gallery([])
-    view = plotting.ShapeWalkthroughView(_figures.new_figure(), plotting.ShapeDiagramLimits(B=2))
+        nb04_shapes_views.plot_shape_gallery([])
+    view = nb04_shapes_views.ShapeWalkthroughView(_figures.new_figure(), nb04_shapes_views.ShapeDiagramLimits(B=2))
     with pytest.raises(ValueError, match="does not fit"):
         view.update(shape_walkthrough(3, 7, None, 10, 6, 4))
 
 
 def test_power_of_ten_labels():
-    label = plotting._power_of_ten_label
+    label = nb04_shapes_views._power_of_ten_label
     assert [label(v) for v in (1e-3, 1.0, 100.0, 1e11)] == ["10⁻³", "10⁰", "10²", "10¹¹"]
     assert label(300.0) == "" and label(0.0) == ""
 
