@@ -19,31 +19,16 @@ sentence, not a widget repr.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import ipywidgets as widgets
 import torch
 
 from .data import KEY_FEATURES, Library, library_books, library_query
-from .experiments import (
-    BIAS_CHOICES,
-    SATURATION_D_KS,
-    SCALINGS,
-    Retrieval,
-    SaturationCurve,
-    SaturationRow,
-    TokenQKV,
-    retrieve,
-    saturation_curves,
-    saturation_row,
-    token_qkv,
-)
+from .experiments import BIAS_CHOICES, Retrieval, TokenQKV, retrieve, token_qkv
 from .lessons._examples import Sentence, qkv_sentence
 from .plotting import (
     BIAS_LABELS,
     BlitRenderer,
     RetrievalView,
-    SaturationView,
     SoftmaxBarsView,
     TokenQKVView,
     freeze_layout,
@@ -54,12 +39,9 @@ from .softmax import stable_softmax
 
 __all__ = [
     "RETRIEVAL_TEMPERATURES",
-    "SATURATION_SCALING_LABELS",
-    "SATURATION_TEMPERATURES",
     "WIDGET_CHECK_TEMPERATURES",
     "Dashboard",
     "RetrievalDashboard",
-    "SaturationDashboard",
     "TokenQKVDashboard",
     "WidgetCheckDashboard",
     "control_values",
@@ -379,142 +361,4 @@ class TokenQKVDashboard(Dashboard):
 
     def to_png(self) -> bytes:
         """Redraw only the bars, the weight labels and the title."""
-        return self._renderer.render()
-
-
-# ---------------------------------------------------------------------------
-# Notebook 03: the saturation dashboard (article section 2.2)
-# ---------------------------------------------------------------------------
-
-
-SATURATION_TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
-SATURATION_SCALING_LABELS = {"none": "none", "sqrt": "÷ √d_k", "linear": "÷ d_k"}
-
-
-@lru_cache(maxsize=32)
-def _cached_saturation_curves(
-    L: int, n_sequences: int, temperature: float, seed: int
-) -> dict[str, SaturationCurve]:
-    return saturation_curves(
-        SATURATION_D_KS, SCALINGS, L=L, n_sequences=n_sequences, temperature=temperature,
-        seed=seed,
-    )  # fmt: skip
-
-
-class SaturationDashboard(Dashboard):
-    """Notebook 03's dashboard: d_k, scaling and temperature → one row and the saturation curves.
-
-    Controls: ``d_k`` (a SelectionSlider over 1, 2, 4, …, 1024), ``scaling``
-    (ToggleButtons: "none", "sqrt" = ÷√d_k, "linear" = ÷d_k) and ``temperature``
-    (a SelectionSlider over :data:`SATURATION_TEMPERATURES`, an extra divisor of the
-    scores). A change looks up :func:`attn_lib.experiments.saturation_row` (one
-    query against L keys; cached) and redraws :class:`attn_lib.plotting.SaturationView`:
-    the row's scores, its softmax weights and its Jacobian diag(p) − p pᵀ on top, and
-    the median largest weight, median entropy, median ‖∂loss/∂q‖ and saturated
-    fraction against d_k below, with the current point marked. The curves of
-    :func:`attn_lib.experiments.saturation_curves` are computed once per temperature,
-    for all three scalings at once: the initial temperature's when the dashboard is
-    built, each other one the first time it is chosen (about 0.1 s), all cached
-    across dashboards. An update only redraws the row panels, the curves' data and
-    the markers; the axes never move, so the figure is never laid out again.
-
-    Args:
-        d_k, scaling, temperature: the initial setting.
-        L: keys per row.
-        n_sequences: sequences per d_k for the curves (rows = n_sequences · L).
-        curve_seed: seed of the curves (0: the same draws as the notebook's curves).
-        row_seed: seed of the single row; the default 4 gives a row whose largest
-            weight is close to the median at every d_k (seed 0's row happens to be
-            much less saturated than typical at d_k = 64).
-        dpi: resolution of the PNG.
-
-    Attributes:
-        curves: {temperature: {scaling: SaturationCurve}} for the temperatures shown so
-            far (use :meth:`curves_at` for any of them).
-        row: the SaturationRow currently shown.
-        view: the SaturationView that draws it.
-
-    Raises:
-        ValueError: a d_k, scaling or temperature that the controls do not offer.
-
-    Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
-    """
-
-    plain_text = (
-        "Dashboard: d_k, scaling (none, ÷√d_k, ÷d_k) and temperature → one row's scores, "
-        "softmax weights and Jacobian, and the saturation curves against d_k. It needs a "
-        "running Jupyter kernel; the static figures above show its default setting and a "
-        "gallery of rows."
-    )
-
-    def __init__(
-        self,
-        d_k: int = 64,
-        scaling: str = "sqrt",
-        temperature: float = 1.0,
-        *,
-        L: int = 16,
-        n_sequences: int = 64,
-        curve_seed: int = 0,
-        row_seed: int = 4,
-        dpi: float = 80,
-    ) -> None:
-        if d_k not in SATURATION_D_KS:
-            raise ValueError(f"d_k must be one of {SATURATION_D_KS}, got {d_k!r}.")
-        if scaling not in SCALINGS:
-            raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}.")
-        if temperature not in SATURATION_TEMPERATURES:
-            raise ValueError(
-                f"temperature must be one of {SATURATION_TEMPERATURES}, got {temperature!r}."
-            )
-        self.L, self.row_seed = L, row_seed
-        self._n_sequences, self._curve_seed = n_sequences, curve_seed
-        self.curves: dict[float, dict[str, SaturationCurve]] = {}
-        self._rows: dict[tuple[int, str, float], SaturationRow] = {}
-        controls = {
-            "d_k": _selection_slider([(str(d), d) for d in SATURATION_D_KS], d_k, "d_k"),
-            "scaling": _toggle_buttons(
-                [(SATURATION_SCALING_LABELS[s], s) for s in SCALINGS], scaling,
-                "scores divided by", "70px",
-            ),
-            "temperature": _selection_slider(
-                [(f"{t:g}", t) for t in SATURATION_TEMPERATURES], temperature, "temperature"
-            ),
-        }  # fmt: skip
-        threshold = self.curves_at(temperature)[scaling].threshold
-        figure = new_figure(figsize=(12.0, 7.0), dpi=dpi)
-        self.view = SaturationView(figure, L, threshold=threshold)  # fixed axes, no layout
-        self._show(d_k, scaling, temperature)
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def curves_at(self, temperature: float) -> dict[str, SaturationCurve]:
-        """The saturation curves of all three scalings at a temperature (computed once)."""
-        if temperature not in self.curves:
-            self.curves[temperature] = _cached_saturation_curves(
-                self.L, self._n_sequences, temperature, self._curve_seed
-            )
-        return self.curves[temperature]
-
-    def row_for(self, d_k: int, scaling: str, temperature: float) -> SaturationRow:
-        """The row shown for a setting (computed on first use, then cached)."""
-        key = (d_k, scaling, temperature)
-        if key not in self._rows:
-            self._rows[key] = saturation_row(
-                d_k, scaling, temperature, L=self.L, seed=self.row_seed
-            )
-        return self._rows[key]
-
-    def _show(self, d_k: int, scaling: str, temperature: float) -> None:
-        self.row = self.row_for(d_k, scaling, temperature)
-        self.view.update(self.row, self.curves_at(temperature))
-
-    def render(self, d_k: int, scaling: str, temperature: float) -> None:
-        """Look up the row and the curves for this setting and redraw them."""
-        self._show(d_k, scaling, temperature)
-
-    def to_png(self) -> bytes:
-        """Redraw only the row panels, the curves' data, the markers and the titles."""
         return self._renderer.render()

@@ -15,12 +15,12 @@ from attn_lib.exercises import (
     check_attention_inputs,
     check_conv_layers,
     check_init_like_scaled,
-    check_score_scale,
     check_shape_predictions,
     check_stalling_settings,
     expected_shapes,
 )
 from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb03_scaling import check_score_scale
 from attn_lib.lessons.nb04_shapes import (
     STEP_SHAPES_SETTING,
     check_crossover_length,

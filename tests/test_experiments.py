@@ -16,7 +16,7 @@ from torch import nn
 
 from attn_lib import ShapeError, SingleHeadAttention, causal_mask
 from attn_lib import experiments as E
-from attn_lib.lessons import _experiments, nb04_shapes
+from attn_lib.lessons import _experiments, nb03_scaling, nb04_shapes
 
 # ---------------------------------------------------------------------------
 # Var(q·k) (C1)
@@ -24,7 +24,7 @@ from attn_lib.lessons import _experiments, nb04_shapes
 
 
 def test_variance_of_q_dot_k_is_d_k():
-    for row in E.score_variance_table():
+    for row in nb03_scaling.score_variance_table():
         tol = 4 * row.rel_sd
         assert abs(row.variance / row.expected - 1) < tol, row
         assert abs(row.ratio - 1) < tol, row
@@ -32,7 +32,7 @@ def test_variance_of_q_dot_k_is_d_k():
 
 
 def test_variance_scales_with_the_entry_variance():
-    for row in E.score_variance_table((8, 64), n_samples=4000, entry_variance=2.0, seed=3):
+    for row in nb03_scaling.score_variance_table((8, 64), n_samples=4000, entry_variance=2.0, seed=3):
         assert row.expected == pytest.approx(4.0 * row.d_k)
         assert abs(row.variance / row.expected - 1) < 4 * row.rel_sd
 
@@ -40,7 +40,7 @@ def test_variance_scales_with_the_entry_variance():
 def test_relative_sd_formula_matches_repetition():
     # √((2 + 6/d_k)/n): measured 0.121/0.126 (d_k=1), 0.082/0.084 (4), 0.061/0.065 (64).
     for d_k in (1, 4, 64):
-        measured, predicted = E.variance_estimate_spread(d_k, n_samples=500, n_repeats=200)
+        measured, predicted = nb03_scaling.variance_estimate_spread(d_k, n_samples=500, n_repeats=200)
         assert predicted == pytest.approx(math.sqrt((2 + 6 / d_k) / 500))
         assert 0.8 < measured / predicted < 1.2, (d_k, measured, predicted)
 
@@ -50,13 +50,13 @@ def test_default_linear_weight_is_nn_linear_init():
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(7)
             expected = nn.Linear(d_in, d_out, bias=False).weight.detach()
-        got = E.default_linear_weight(d_out, d_in, torch.Generator().manual_seed(7))
+        got = _experiments.default_linear_weight(d_out, d_in, torch.Generator().manual_seed(7))
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
         assert got.abs().max() <= 1 / math.sqrt(d_in)
 
 
 def test_default_init_gives_query_variance_one_third_and_score_variance_d_k_over_9():
-    for row in E.default_init_score_variance():
+    for row in nb03_scaling.default_init_score_variance():
         assert abs(row.ratio * 9 - 1) < 4 * row.rel_sd, row
         # entries of q: sampling over n·d_k entries, plus the spread of ‖W_i‖² over
         # d_k·n_inits rows (relative variance (4/5)/d_model for uniform weights).
@@ -65,7 +65,7 @@ def test_default_init_gives_query_variance_one_third_and_score_variance_d_k_over
 
 
 def test_score_samples_histogram_data():
-    s = E.score_samples(256, n_samples=4000, seed=1)
+    s = nb03_scaling.score_samples(256, n_samples=4000, seed=1)
     assert s.raw.shape == s.scaled.shape == (4000,)
     tol = 4 * math.sqrt((2 + 6 / 256) / 4000)
     assert abs(s.raw.double().var().item() / 256 - 1) < tol
@@ -79,7 +79,7 @@ def test_score_samples_histogram_data():
 
 @pytest.fixture(scope="module")
 def curves():
-    return E.saturation_curves()
+    return nb03_scaling.saturation_curves()
 
 
 def _nondecreasing(t: torch.Tensor, slack: float = 0.0) -> bool:
@@ -137,8 +137,8 @@ def test_scalings_agree_at_d_k_1(curves):
 
 
 def test_temperature_flattens_rows():
-    cold = E.saturation_curves((64,), ("sqrt",), n_sequences=16, temperature=0.5)["sqrt"]
-    hot = E.saturation_curves((64,), ("sqrt",), n_sequences=16, temperature=2.0)["sqrt"]
+    cold = nb03_scaling.saturation_curves((64,), ("sqrt",), n_sequences=16, temperature=0.5)["sqrt"]
+    hot = nb03_scaling.saturation_curves((64,), ("sqrt",), n_sequences=16, temperature=2.0)["sqrt"]
     assert hot.at(64)["median_entropy"] > cold.at(64)["median_entropy"]
 
 
@@ -152,8 +152,8 @@ def test_curve_at_unknown_d_k_raises(curves):
                                   (64, "linear", 2.0)]
 )  # fmt: skip
 def test_saturation_row_gradient_and_jacobian_match_autograd(d_k, scaling, temperature):
-    row = E.saturation_row(d_k, scaling, temperature, seed=5)
-    multiplier = 1 / (E.score_divisor(d_k, scaling) * temperature)
+    row = nb03_scaling.saturation_row(d_k, scaling, temperature, seed=5)
+    multiplier = 1 / (nb03_scaling.score_divisor(d_k, scaling) * temperature)
     q = row.query.clone().requires_grad_(True)
     weights = torch.softmax(row.keys @ q * multiplier, dim=-1)
     (weights @ row.upstream).backward()
@@ -166,19 +166,19 @@ def test_saturation_row_gradient_and_jacobian_match_autograd(d_k, scaling, tempe
 
 
 def test_saturation_row_is_nested_across_d_k():
-    small, big = E.saturation_row(8, seed=2), E.saturation_row(1024, seed=2)
+    small, big = nb03_scaling.saturation_row(8, seed=2), nb03_scaling.saturation_row(1024, seed=2)
     torch.testing.assert_close(small.query, big.query[:8], rtol=0, atol=0)
     torch.testing.assert_close(small.keys, big.keys[:, :8], rtol=0, atol=0)
     torch.testing.assert_close(small.upstream, big.upstream, rtol=0, atol=0)
-    unscaled = E.saturation_row(1024, "none", seed=2)
+    unscaled = nb03_scaling.saturation_row(1024, "none", seed=2)
     assert unscaled.max_weight > 0.99 and big.max_weight < 0.9
     torch.testing.assert_close(unscaled.raw_scores, big.raw_scores)
 
 
 def test_score_divisor():
-    assert E.score_divisor(64, "none") == pytest.approx(1.0)
-    assert E.score_divisor(64, "sqrt") == pytest.approx(8.0)
-    assert E.score_divisor(64, "linear") == pytest.approx(64.0)
+    assert nb03_scaling.score_divisor(64, "none") == pytest.approx(1.0)
+    assert nb03_scaling.score_divisor(64, "sqrt") == pytest.approx(8.0)
+    assert nb03_scaling.score_divisor(64, "linear") == pytest.approx(64.0)
 
 
 # ---------------------------------------------------------------------------
@@ -434,23 +434,23 @@ def test_cost_curves():
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda: E.score_variance_table((0,)), ShapeError, "d_ks"),
-        (lambda: E.score_variance_table(()), ShapeError, "non-empty"),
-        (lambda: E.score_variance_table((4,), n_samples=1), ValueError, "n_samples"),
-        (lambda: E.score_variance_table((4,), entry_variance=0), ValueError, "entry_variance"),
-        (lambda: E.score_variance_table((4,), seed=-1), ValueError, "seed"),
-        (lambda: E.score_variance_table((4.0,)), TypeError, "int"),
-        (lambda: E.score_samples(0), ShapeError, "d_k"),
-        (lambda: E.score_samples(True), TypeError, "bool"),
-        (lambda: E.default_init_score_variance((8,), n_samples=10, n_inits=8), ValueError,
+        (lambda: nb03_scaling.score_variance_table((0,)), ShapeError, "d_ks"),
+        (lambda: nb03_scaling.score_variance_table(()), ShapeError, "non-empty"),
+        (lambda: nb03_scaling.score_variance_table((4,), n_samples=1), ValueError, "n_samples"),
+        (lambda: nb03_scaling.score_variance_table((4,), entry_variance=0), ValueError, "entry_variance"),
+        (lambda: nb03_scaling.score_variance_table((4,), seed=-1), ValueError, "seed"),
+        (lambda: nb03_scaling.score_variance_table((4.0,)), TypeError, "int"),
+        (lambda: nb03_scaling.score_samples(0), ShapeError, "d_k"),
+        (lambda: nb03_scaling.score_samples(True), TypeError, "bool"),
+        (lambda: nb03_scaling.default_init_score_variance((8,), n_samples=10, n_inits=8), ValueError,
          "n_samples"),
-        (lambda: E.saturation_row(0), ShapeError, "d_k"),
-        (lambda: E.saturation_row(8, "cube"), ValueError, "scaling"),
-        (lambda: E.saturation_row(8, temperature=0.0), ValueError, "temperature"),
-        (lambda: E.saturation_row(8, L=1), ShapeError, "L"),
-        (lambda: E.saturation_curves((8,), "sqrt"), ValueError, "scalings"),
-        (lambda: E.saturation_curves((8,), threshold=-1), ValueError, "threshold"),
-        (lambda: E.variance_estimate_spread(4, n_repeats=1), ValueError, "n_repeats"),
+        (lambda: nb03_scaling.saturation_row(0), ShapeError, "d_k"),
+        (lambda: nb03_scaling.saturation_row(8, "cube"), ValueError, "scaling"),
+        (lambda: nb03_scaling.saturation_row(8, temperature=0.0), ValueError, "temperature"),
+        (lambda: nb03_scaling.saturation_row(8, L=1), ShapeError, "L"),
+        (lambda: nb03_scaling.saturation_curves((8,), "sqrt"), ValueError, "scalings"),
+        (lambda: nb03_scaling.saturation_curves((8,), threshold=-1), ValueError, "threshold"),
+        (lambda: nb03_scaling.variance_estimate_spread(4, n_repeats=1), ValueError, "n_repeats"),
         (lambda: E.self_score_max_fraction(0), ShapeError, "d"),
         (lambda: _experiments.attention_cost(0, 8), ShapeError, "L"),
         (lambda: _experiments.attention_cost(8, 8, dtype="float32"), TypeError, "dtype"),
@@ -466,21 +466,21 @@ def test_bad_arguments(call, error, match):
 
 def test_functions_do_not_touch_the_global_rng():
     state = torch.get_rng_state()
-    E.score_variance_table((4,), n_samples=10)
-    E.default_init_score_variance((4,), n_samples=16)
-    E.saturation_curves((4,), n_sequences=2)
-    E.saturation_row(4)
-    E.score_samples(4, n_samples=10)
+    nb03_scaling.score_variance_table((4,), n_samples=10)
+    nb03_scaling.default_init_score_variance((4,), n_samples=16)
+    nb03_scaling.saturation_curves((4,), n_sequences=2)
+    nb03_scaling.saturation_row(4)
+    nb03_scaling.score_samples(4, n_samples=10)
     E.qkv_example(torch.zeros(3, 8))
     E.self_score_max_fraction(4, n_sequences=2)
     assert torch.equal(torch.get_rng_state(), state)
 
 
 def test_same_seed_same_numbers():
-    a = E.saturation_curves((4, 64), n_sequences=4, seed=9)
-    b = E.saturation_curves((4, 64), n_sequences=4, seed=9)
-    for name in E.SCALINGS:
+    a = nb03_scaling.saturation_curves((4, 64), n_sequences=4, seed=9)
+    b = nb03_scaling.saturation_curves((4, 64), n_sequences=4, seed=9)
+    for name in nb03_scaling.SCALINGS:
         torch.testing.assert_close(a[name].grad_norm_p99, b[name].grad_norm_p99, rtol=0, atol=0)
-    rows_a, rows_b = E.score_variance_table((8,), seed=1), E.score_variance_table((8,), seed=1)
+    rows_a, rows_b = nb03_scaling.score_variance_table((8,), seed=1), nb03_scaling.score_variance_table((8,), seed=1)
     torch.testing.assert_close([astuple(r) for r in rows_a], [astuple(r) for r in rows_b],
                                rtol=0, atol=0)  # fmt: skip

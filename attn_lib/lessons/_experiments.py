@@ -8,10 +8,12 @@ and 10).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from ..core import SingleHeadAttention
 from ..masks import causal_mask, combine_masks, padding_mask
@@ -218,3 +220,38 @@ def seeded_attention(
         torch.manual_seed(seed)
         model = SingleHeadAttention(d_model, d_model if d_k is None else d_k, d_v=d_v, bias=bias)
     return model.eval()
+
+
+def _positive(name: str, value: object) -> float:
+    """A finite real number > 0 (a temperature, a variance)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value}.")
+    return value
+
+
+def default_linear_weight(d_out: int, d_in: int, generator: torch.Generator) -> torch.Tensor:
+    """The weight ``nn.Linear(d_in, d_out)`` starts with, drawn from ``generator``.
+
+    nn.Linear initialises its weight with ``kaiming_uniform_(w, a=√5)``: U(-b, b) with
+    b = gain·√3/√d_in and gain = √(2/(1 + a²)) = √(1/3), so b = 1/√d_in and each entry
+    has variance b²/3 = 1/(3 d_in). With the same seed this gives the same numbers
+    as ``torch.manual_seed(seed); nn.Linear(d_in, d_out).weight``.
+
+    Args:
+        d_out: output width (d_k or d_v). d_in: input width (d_model).
+        generator: a torch.Generator (advanced by d_out·d_in draws).
+
+    Returns:
+        (d_out, d_in), float32: nn.Linear's storage layout, applied as x @ W.T.
+
+    Raises:
+        ShapeError: a width < 1.
+
+    Source: torch.nn.Linear.reset_parameters; He et al. 2015 (Kaiming init).
+    """
+    w = torch.empty(_dim("d_out", d_out), _dim("d_in", d_in))
+    nn.init.kaiming_uniform_(w, a=math.sqrt(5), generator=generator)
+    return w

@@ -598,3 +598,10 @@ def plot_weights_and_row_sums(
 
 NAN_FACE = (1.0, 0.86, 0.86, 1.0)  # pale red under a red hatch: a NaN weight
 NAN_EDGE = (0.85, 0.25, 0.25, 1.0)
+
+
+def _as_numpy_1d(t: torch.Tensor | np.ndarray | Sequence[float], name: str, n: int) -> np.ndarray:
+    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, dtype=float)
+    if a.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {a.shape}.")
+    return a

@@ -1,7 +1,7 @@
 """Notebook 03's saturation dashboard and figures, driven headlessly.
 
 Every control is set to each of its options; the dashboard must then hold and draw exactly
-what attn_lib.experiments.saturation_row and saturation_curves compute, on the same figure
+what attn_lib.nb03_scaling.saturation_row and saturation_curves compute, on the same figure
 and the same artists, as a valid PNG, without NaN and without leaking a pyplot figure.
 """
 
@@ -26,16 +26,15 @@ from helpers import (
     png_of,
 )
 
-from attn_lib import experiments, plotting
-from attn_lib.lessons import _figures
+from attn_lib.lessons import _figures, nb03_scaling, nb03_scaling_views
 from attn_lib.lessons._dashboard import control_values
-from attn_lib.widgets import SATURATION_TEMPERATURES, SaturationDashboard
+from attn_lib.lessons.nb03_scaling_views import SATURATION_TEMPERATURES, SaturationDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 ROW_SEED, L, N_SEQUENCES = 4, 16, 64  # the dashboard's defaults
 CONTROL_VALUES = {
-    "d_k": list(experiments.SATURATION_D_KS),
-    "scaling": list(experiments.SCALINGS),
+    "d_k": list(nb03_scaling.SATURATION_D_KS),
+    "scaling": list(nb03_scaling.SCALINGS),
     "temperature": list(SATURATION_TEMPERATURES),
 }
 
@@ -56,10 +55,10 @@ def fresh(dashboard):
 
 
 @functools.cache
-def expected_curves(temperature: float) -> dict[str, experiments.SaturationCurve]:
+def expected_curves(temperature: float) -> dict[str, nb03_scaling.SaturationCurve]:
     """What the dashboard should draw at a temperature, computed independently (once)."""
-    return experiments.saturation_curves(
-        experiments.SATURATION_D_KS, experiments.SCALINGS, L=L, n_sequences=N_SEQUENCES,
+    return nb03_scaling.saturation_curves(
+        nb03_scaling.SATURATION_D_KS, nb03_scaling.SCALINGS, L=L, n_sequences=N_SEQUENCES,
         temperature=temperature, seed=0,
     )  # fmt: skip
 
@@ -68,7 +67,7 @@ def assert_shows(dash: SaturationDashboard, d_k: int, scaling: str, temperature:
     """The dashboard holds and draws exactly what the pure functions compute."""
     assert dash.values == {"d_k": d_k, "scaling": scaling, "temperature": temperature}
     assert dash.last_error is None and dash.status.value == ""
-    row = experiments.saturation_row(d_k, scaling, temperature, L=L, seed=ROW_SEED)
+    row = nb03_scaling.saturation_row(d_k, scaling, temperature, L=L, seed=ROW_SEED)
     for name in ("query", "keys", "scores", "weights", "jacobian", "grad_q"):
         torch.testing.assert_close(getattr(dash.row, name), getattr(row, name), rtol=0, atol=0)
         assert torch.isfinite(getattr(dash.row, name)).all(), name
@@ -90,7 +89,7 @@ def assert_shows(dash: SaturationDashboard, d_k: int, scaling: str, temperature:
             np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-12)
             assert (line.get_linewidth() > 2) == (name == scaling)  # the current one is bold
         marker_x, marker_y = view.markers[stat].get_data()
-        i = experiments.SATURATION_D_KS.index(d_k)
+        i = nb03_scaling.SATURATION_D_KS.index(d_k)
         expected_y = getattr(curves[scaling], stat)[i].item()
         if log:
             expected_y = max(expected_y, view.grad_floor)
@@ -126,7 +125,7 @@ def test_each_control_each_value(fresh, name, values):
 
 def test_extreme_combinations(fresh):
     seen = set()
-    for d_k, scaling, temperature in itertools.product((1, 1024), experiments.SCALINGS,
+    for d_k, scaling, temperature in itertools.product((1, 1024), nb03_scaling.SCALINGS,
                                                        (0.25, 4.0)):  # fmt: skip
         fresh.set(d_k=d_k, scaling=scaling, temperature=temperature)
         assert_shows(fresh, d_k, scaling, temperature)
@@ -179,20 +178,20 @@ def test_close_releases_everything():
 
 @pytest.fixture(scope="module")
 def curves():
-    return experiments.saturation_curves(n_sequences=8)
+    return nb03_scaling.saturation_curves(n_sequences=8)
 
 
 def test_static_figures(curves):
     with no_new_figures():
-        row = experiments.saturation_row(64, "sqrt", seed=4)
+        row = nb03_scaling.saturation_row(64, "sqrt", seed=4)
         figures = [
-            plotting.plot_saturation_view(row, curves),
-            plotting.plot_saturation_curves(curves, ("grad_norm_median", "saturated_fraction")),
-            plotting.plot_gradient_quantiles(curves),
-            plotting.plot_saturation_rows([experiments.saturation_row(d, "none") for d in (4, 64)]),
+            nb03_scaling_views.plot_saturation_view(row, curves),
+            nb03_scaling_views.plot_saturation_curves(curves, ("grad_norm_median", "saturated_fraction")),
+            nb03_scaling_views.plot_gradient_quantiles(curves),
+            nb03_scaling_views.plot_saturation_rows([nb03_scaling.saturation_row(d, "none") for d in (4, 64)]),
         ]
         assert [len(f.axes) for f in figures] == [7, 2, 3, 2]  # the view's colorbar is an inset
-        lone = plotting.plot_gradient_quantiles(curves, ("none",), saturated_fraction=False)
+        lone = nb03_scaling_views.plot_gradient_quantiles(curves, ("none",), saturated_fraction=False)
         assert len(lone.axes) == 1
         plt.close(lone)
         for fig in figures:
@@ -201,8 +200,8 @@ def test_static_figures(curves):
 
 
 def test_static_view_draws_the_row(curves):
-    row = experiments.saturation_row(1024, "none", seed=4)
-    fig = plotting.plot_saturation_view(row, curves)
+    row = nb03_scaling.saturation_row(1024, "none", seed=4)
+    fig = nb03_scaling_views.plot_saturation_view(row, curves)
     try:
         heights = [b.get_height() for b in fig.axes[1].patches]
         np.testing.assert_array_equal(heights, row.weights.numpy())
@@ -215,27 +214,27 @@ def test_figure_arguments_are_checked(curves):
     fig, ax = plt.subplots()
     try:
         with pytest.raises(ValueError, match="stat"):
-            plotting.draw_saturation_curves(ax, curves, "mean_weight")
+            nb03_scaling_views.draw_saturation_curves(ax, curves, "mean_weight")
         with pytest.raises(ValueError, match="empty"):
-            plotting.draw_saturation_curves(ax, {}, "median_entropy")
+            nb03_scaling_views.draw_saturation_curves(ax, {}, "median_entropy")
         with pytest.raises(ValueError, match="no curve"):
-            plotting.plot_gradient_quantiles({"sqrt": curves["sqrt"]}, ("none",))
+            nb03_scaling_views.plot_gradient_quantiles({"sqrt": curves["sqrt"]}, ("none",))
         with pytest.raises(ValueError, match="at least one"):
-            plotting.plot_saturation_rows([])
-        view = plotting.SaturationView(_figures.new_figure(figsize=(12, 7)), L)
+            nb03_scaling_views.plot_saturation_rows([])
+        view = nb03_scaling_views.SaturationView(_figures.new_figure(figsize=(12, 7)), L)
         with pytest.raises(ValueError, match="scaling"):
-            view.update(experiments.saturation_row(64), {"sqrt": curves["sqrt"]})
+            view.update(nb03_scaling.saturation_row(64), {"sqrt": curves["sqrt"]})
         with pytest.raises(ValueError, match="d_k = 3"):
-            view.update(experiments.saturation_row(3), curves)
+            view.update(nb03_scaling.saturation_row(3), curves)
         with pytest.raises(ValueError, match="shape"):
-            view.update(experiments.saturation_row(64, L=8), curves)
+            view.update(nb03_scaling.saturation_row(64, L=8), curves)
     finally:
         plt.close(fig)
 
 
 def test_jacobian_uses_a_diverging_colormap_on_a_symmetric_range():
-    view = plotting.SaturationView(_figures.new_figure(figsize=(12, 7)), L)
-    assert view.jacobian.get_cmap().name == plotting.JACOBIAN_CMAP != _figures.ATTENTION_CMAP
-    assert view.jacobian.get_clim() == (-plotting.JACOBIAN_LIMIT, plotting.JACOBIAN_LIMIT)
-    row = experiments.saturation_row(2, "none", 0.25, seed=4)  # the most extreme entries
-    assert row.jacobian.abs().max() <= plotting.JACOBIAN_LIMIT
+    view = nb03_scaling_views.SaturationView(_figures.new_figure(figsize=(12, 7)), L)
+    assert view.jacobian.get_cmap().name == nb03_scaling_views.JACOBIAN_CMAP != _figures.ATTENTION_CMAP
+    assert view.jacobian.get_clim() == (-nb03_scaling_views.JACOBIAN_LIMIT, nb03_scaling_views.JACOBIAN_LIMIT)
+    row = nb03_scaling.saturation_row(2, "none", 0.25, seed=4)  # the most extreme entries
+    assert row.jacobian.abs().max() <= nb03_scaling_views.JACOBIAN_LIMIT

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attn_lib.exercises import check_entropy, check_score_scale, check_softmax_jacobian
+from attn_lib.lessons.nb03_scaling import check_entropy, check_score_scale, check_softmax_jacobian
 
 
 def _stub(*args):
