@@ -60,7 +60,6 @@ __all__ = [
     "library_books",
     "library_query",
     "qkv_sentence",
-    "short_and_long_tokens",
     "tokenize",
 ]
 
@@ -159,19 +158,3 @@ def library_query(features: Mapping[str, float] | None = None) -> torch.Tensor:
 # The same tokens in two orders (article section 1.2). The English "I love you" /
 # "you love me" would not do: "I" and "me" are different tokens.
 WORD_ORDER_PAIRS = (("我爱你", "你爱我"), ("dog bites man", "man bites dog"))
-
-
-def short_and_long_tokens() -> Sentence:
-    """Two 2-D tokens whose x xᵀ row 0 does not peak on the diagonal.
-
-    "short" = (0.3, 0.1) and "long" = (2.0, 0.5) point almost the same way, so
-    short·long = 0.65 > short·short = 0.10: the short token scores the long one above
-    itself. In high dimension a token usually scores itself highest (see
-    attn_lib.experiments.self_score_max_fraction), but that is not a theorem.
-
-    Returns:
-        :class:`Sentence` with tokens ("short", "long") and x (2, 2) float32.
-
-    Source: a counterexample for article section 2.1.
-    """
-    return Sentence(tokens=("short", "long"), x=torch.tensor([[0.3, 0.1], [2.0, 0.5]]))

@@ -20,7 +20,6 @@ L a sequence length when L_q = L_k.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,11 +29,10 @@ from .core import SingleHeadAttention
 from .lessons._experiments import (
     PADDING_SIDES,
     AttentionCost,
-    _choice,
     _dim,
-    _generator,
     _int,
     _positive,
+    _vector,
     attention_cost,
     crossover_length,
     default_linear_weight,
@@ -45,48 +43,21 @@ from .positional import sinusoidal_positional_encoding
 from .shapes import ShapeError, fmt_shape
 
 __all__ = [
-    "BIAS_CHOICES",
     "AttentionCost",
-    "DotVsCosine",
     "PairCounts",
     "PathLengths",
-    "QKVExample",
     "Retrieval",
-    "TokenQKV",
     "WordOrderResult",
     "attention_cost",
     "crossover_length",
     "default_linear_weight",
-    "dot_and_cosine",
     "pair_counts",
     "path_lengths",
     "permutation_deviation",
-    "qkv_example",
     "retrieve",
     "seeded_attention",
-    "self_score_max_fraction",
-    "token_qkv",
     "word_order_outputs",
 ]
-
-BIAS_CHOICES = ("none", "q", "k", "v")
-
-
-# ---------------------------------------------------------------------------
-# Argument checks (one sentence each, for the learner)
-# ---------------------------------------------------------------------------
-
-
-def _vector(name: str, value: object) -> torch.Tensor:
-    """A 1-D float tensor from a tensor or a sequence of numbers."""
-    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
-    if not t.is_floating_point():
-        t = t.to(torch.get_default_dtype())
-    if t.dim() != 1 or t.numel() == 0:
-        raise ShapeError(f"{name} must be a non-empty 1-D vector, got shape {fmt_shape(t.shape)}.")
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{name} contains NaN or inf: {t.tolist()}.")
-    return t
 
 
 # ---------------------------------------------------------------------------
@@ -385,239 +356,6 @@ def word_order_outputs(
         match=match,
         deviation=deviation,
     )
-
-
-# ---------------------------------------------------------------------------
-# 02: queries, keys and values; biases; x xᵀ against Q Kᵀ
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class QKVExample:
-    """Q, K, V and attention of one sequence with fixed weights, and at most one bias.
-
-    Attributes:
-        bias: "none", "q", "k" or "v" — which projection got its bias vector.
-        x: (L, d_model), the input.
-        W_Q, W_K: (d_k, d_model); W_V: (d_v, d_model), in nn.Linear's storage layout
-            (applied as x @ W.T; the article writes the transposes, (d_model, d_k)).
-        b_Q, b_K: (d_k,); b_V: (d_v,): the bias vectors (only ``bias``'s is used).
-        Q, K: (L, d_k); V: (L, d_v).
-        scores: (L_q, L_k) = Q Kᵀ / √d_k. weights: (L_q, L_k). output: (L_q, d_v).
-    """
-
-    bias: str
-    x: torch.Tensor
-    W_Q: torch.Tensor
-    W_K: torch.Tensor
-    W_V: torch.Tensor
-    b_Q: torch.Tensor
-    b_K: torch.Tensor
-    b_V: torch.Tensor
-    Q: torch.Tensor
-    K: torch.Tensor
-    V: torch.Tensor
-    scores: torch.Tensor
-    weights: torch.Tensor
-    output: torch.Tensor
-
-
-def qkv_example(
-    x: torch.Tensor,
-    bias: str = "none",
-    *,
-    d_k: int | None = None,
-    d_v: int | None = None,
-    bias_scale: float = 1.0,
-    seed: int = 0,
-) -> QKVExample:
-    """Project x to Q, K, V with seeded nn.Linear-style weights and attend; optionally one bias.
-
-    The weights and the three bias vectors are drawn in the same order whatever
-    ``bias`` is, so the settings differ only by the bias that is switched on. Both use
-    nn.Linear's default init (weights U(±1/√d_model), biases U(±1/√d_model)), which is
-    what ``nn.Linear(d_model, d_k)`` — bias=True by default — starts with; ``bias_scale``
-    multiplies the bias vectors to make their effect easier to see. What a bias
-    does: on K it adds q·b_K to every score of a row, a constant shift that softmax
-    ignores; on V it adds b_V to every output (the weights sum to 1); on Q it adds
-    b_Q·k_j, which differs per key, so the weights change.
-
-    Args:
-        x: (L, d_model), floating point.
-        bias: "none", "q", "k" or "v".
-        d_k: width of queries and keys (default d_model). d_v: width of values (default d_k).
-        bias_scale: multiplier of the bias vectors (> 0; 1 = nn.Linear's init).
-        seed: seed of the weights and biases.
-
-    Returns:
-        :class:`QKVExample`, float32 (or x's dtype).
-
-    Raises:
-        ShapeError: x not 2-D, L = 0, or a width < 1.
-        ValueError: an unknown bias, or bias_scale not finite and > 0.
-
-    Source: article sections 2.1 and 3.2; torch.nn.Linear (bias=True by default).
-    """
-    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        shape = fmt_shape(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ShapeError(f"x must be (L, d_model) with L, d_model ≥ 1, got {shape}.")
-    bias = _choice("bias", bias, BIAS_CHOICES)
-    d_model = x.shape[1]
-    d_k = d_model if d_k is None else _dim("d_k", d_k)
-    d_v = d_k if d_v is None else _dim("d_v", d_v)
-    g = _generator(seed)
-    W_Q = default_linear_weight(d_k, d_model, g).to(x.dtype)  # (d_k, d_model)
-    W_K = default_linear_weight(d_k, d_model, g).to(x.dtype)  # (d_k, d_model)
-    W_V = default_linear_weight(d_v, d_model, g).to(x.dtype)  # (d_v, d_model)
-    bound = _positive("bias_scale", bias_scale) / math.sqrt(d_model)  # nn.Linear: U(±1/√d_model)
-    b_Q, b_K, b_V = (
-        torch.empty(n).uniform_(-bound, bound, generator=g).to(x.dtype) for n in (d_k, d_k, d_v)
-    )
-    Q = x @ W_Q.T + (b_Q if bias == "q" else 0)  # (L, d_k)
-    K = x @ W_K.T + (b_K if bias == "k" else 0)  # (L, d_k)
-    V = x @ W_V.T + (b_V if bias == "v" else 0)  # (L, d_v)
-    scores = Q @ K.T / math.sqrt(d_k)  # (L_q, L_k)
-    weights = torch.softmax(scores, dim=-1)  # (L_q, L_k)
-    return QKVExample(
-        bias=bias, x=x, W_Q=W_Q, W_K=W_K, W_V=W_V, b_Q=b_Q, b_K=b_K, b_V=b_V,
-        Q=Q, K=K, V=V, scores=scores, weights=weights, output=weights @ V,
-    )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class TokenQKV:
-    """One token's view of :func:`qkv_example`.
-
-    Attributes:
-        index: the token's position. bias: the bias setting.
-        query: (d_k,), what it looks for. key: (d_k,), what it offers.
-        value: (d_v,), what it passes on. scores: (L_k,), its row of Q Kᵀ / √d_k.
-        weights: (L_k,), softmax of that row. output: (d_v,), its output.
-    """
-
-    index: int
-    bias: str
-    query: torch.Tensor
-    key: torch.Tensor
-    value: torch.Tensor
-    scores: torch.Tensor
-    weights: torch.Tensor
-    output: torch.Tensor
-
-
-def token_qkv(
-    x: torch.Tensor,
-    index: int,
-    bias: str = "none",
-    *,
-    d_k: int | None = None,
-    d_v: int | None = None,
-    bias_scale: float = 1.0,
-    seed: int = 0,
-) -> TokenQKV:
-    """A token's query, key and value, and its row of scores and weights (same weights each call).
-
-    Args:
-        x: (L, d_model). index: 0 … L − 1 (negative counts from the end).
-        bias, d_k, d_v, bias_scale, seed: as :func:`qkv_example`.
-
-    Returns:
-        :class:`TokenQKV`.
-
-    Raises:
-        IndexError: index out of range. Otherwise as :func:`qkv_example`.
-
-    Source: article section 2.1.
-    """
-    ex = qkv_example(x, bias, d_k=d_k, d_v=d_v, bias_scale=bias_scale, seed=seed)
-    L = x.shape[0]
-    i = _int("index", index, -L, IndexError)
-    if i >= L:
-        raise IndexError(f"index must be in 0 … {L - 1} (or negative from the end), got {i}.")
-    i %= L  # a negative index counts from the end
-    return TokenQKV(
-        index=i, bias=ex.bias, query=ex.Q[i], key=ex.K[i], value=ex.V[i],
-        scores=ex.scores[i], weights=ex.weights[i], output=ex.output[i],
-    )  # fmt: skip
-
-
-def self_score_max_fraction(
-    d: int, *, L: int = 8, n_sequences: int = 500, seed: int = 0
-) -> float:
-    """How often a token's own score x_i·x_i is the largest of its row of x xᵀ.
-
-    For x with i.i.d. N(0, 1) entries, x_i·x_i = ‖x_i‖² ≈ d while x_i·x_j has SD √d,
-    so as d grows each token almost always scores itself highest: scoring x against
-    x directly mostly tells a token that it is itself. It is not a theorem (a short
-    vector next to a long one in its direction loses; see
-    attn_lib.data.short_and_long_tokens). With Q Kᵀ, W_Q ≠ W_K breaks this.
-
-    Args:
-        d: width of the tokens (≥ 1). L: tokens per sequence (≥ 2).
-        n_sequences: sequences drawn (≥ 1). seed: the generator's seed.
-
-    Returns:
-        The fraction of the n_sequences·L rows whose largest entry is the diagonal one.
-
-    Raises:
-        ShapeError: d < 1 or L < 2. ValueError: n_sequences < 1.
-
-    Source: article section 2.1 ("why not use X itself").
-    """
-    d = _dim("d", d)
-    L = _dim("L", L, 2)
-    n = _int("n_sequences", n_sequences, 1)
-    x = torch.randn(n, L, d, generator=_generator(seed))  # (n, L, d)
-    scores = x @ x.transpose(-2, -1)  # (n, L, L), symmetric
-    return (scores.argmax(dim=-1) == torch.arange(L)).double().mean().item()
-
-
-@dataclass(frozen=True)
-class DotVsCosine:
-    """Dot product and cosine similarity of (factor · a, b) for several factors.
-
-    Attributes:
-        factors: (n,); dot: (n,), factor · (a·b); cosine: (n,), the same for every factor > 0.
-    """
-
-    factors: torch.Tensor
-    dot: torch.Tensor
-    cosine: torch.Tensor
-
-
-def dot_and_cosine(
-    a: torch.Tensor | Sequence[float],
-    b: torch.Tensor | Sequence[float],
-    factors: Sequence[float] = (0.5, 1.0, 2.0, 4.0),
-) -> DotVsCosine:
-    """Scale a by each factor: the dot product with b scales too, the cosine does not.
-
-    A raw dot product is not cosine similarity: it grows with the vectors' norms.
-
-    Args:
-        a, b: (d,) vectors of the same width, neither zero.
-        factors: positive numbers.
-
-    Returns:
-        :class:`DotVsCosine`, float64.
-
-    Raises:
-        ShapeError: a, b not 1-D of the same width. ValueError: a zero vector, or a
-            factor that is not finite and > 0.
-
-    Source: article section 2.1 (which calls x·x "cosine similarity").
-    """
-    a64 = _vector("a", a).double()
-    b64 = _vector("b", b).double()
-    if a64.shape != b64.shape:
-        raise ShapeError(f"a {fmt_shape(a64.shape)} and b {fmt_shape(b64.shape)} differ in width.")
-    if not (bool(a64.any()) and bool(b64.any())):
-        raise ValueError("a and b must be non-zero: the cosine of a zero vector is undefined.")
-    f = torch.tensor([_positive("factor", x) for x in factors], dtype=torch.float64)  # (n,)
-    scaled = f[:, None] * a64  # (n, d)
-    dot = scaled @ b64  # (n,)
-    cosine = dot / (scaled.norm(dim=-1) * b64.norm())  # (n,)
-    return DotVsCosine(factors=f, dot=dot, cosine=cosine)
 
 
 # ---------------------------------------------------------------------------

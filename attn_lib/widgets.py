@@ -23,18 +23,8 @@ import ipywidgets as widgets
 import torch
 
 from .data import KEY_FEATURES, Library, library_books, library_query
-from .experiments import BIAS_CHOICES, Retrieval, TokenQKV, retrieve, token_qkv
-from .lessons._examples import Sentence, qkv_sentence
-from .plotting import (
-    BIAS_LABELS,
-    BlitRenderer,
-    RetrievalView,
-    SoftmaxBarsView,
-    TokenQKVView,
-    freeze_layout,
-    new_figure,
-    token_qkv_limits,
-)
+from .experiments import Retrieval, retrieve
+from .plotting import BlitRenderer, RetrievalView, SoftmaxBarsView, freeze_layout, new_figure
 from .softmax import stable_softmax
 
 __all__ = [
@@ -42,7 +32,6 @@ __all__ = [
     "WIDGET_CHECK_TEMPERATURES",
     "Dashboard",
     "RetrievalDashboard",
-    "TokenQKVDashboard",
     "WidgetCheckDashboard",
     "control_values",
     "measure_update_latency",
@@ -53,7 +42,6 @@ __all__ = [
 from .lessons._dashboard import (
     Dashboard,
     _selection_slider,
-    _toggle_buttons,
     control_values,
     measure_update_latency,
 )
@@ -252,113 +240,4 @@ class RetrievalDashboard(Dashboard):
 
     def to_png(self) -> bytes:
         """Redraw only the bars, their numbers and the title."""
-        return self._renderer.render()
-
-
-# ---------------------------------------------------------------------------
-# Notebook 02: one token's query, key and value, with a bias switch
-# ---------------------------------------------------------------------------
-
-
-class TokenQKVDashboard(Dashboard):
-    """Notebook 02's token dashboard: a token and a bias → its q, k, v, scores, weights, output.
-
-    Controls: ``token`` (a Dropdown over the sentence's tokens; its value is the
-    position i) and ``bias`` (ToggleButtons over "none", "q", "k", "v": which
-    projection gets its bias vector). Every change looks up
-    :func:`attn_lib.experiments.token_qkv` for that token and setting (all L × 4
-    results are computed once, when the dashboard is built, which also fixes the y
-    limits so that bars compare across settings) and redraws
-    :class:`attn_lib.plotting.TokenQKVView`: the setting as filled bars, the same
-    token without any bias as dashed outlines. A bias on K leaves the scores shifted
-    by a constant and the weights unchanged; a bias on V leaves the weights unchanged
-    and shifts the output by b_V; a bias on Q changes the weights.
-
-    Args:
-        index: the initial token position (negative counts from the end).
-        bias: the initial bias setting, one of :data:`attn_lib.experiments.BIAS_CHOICES`.
-        sentence: tokens and x (L, d_model); default :func:`attn_lib.data.qkv_sentence`.
-        bias_scale: multiplier of the bias vectors (1 = nn.Linear's init range
-            U(±1/√d_model)); the default 3 makes a Q bias's effect easy to see.
-        d_k, d_v, seed: as :func:`attn_lib.experiments.qkv_example`.
-        dpi: resolution of the PNG.
-
-    Attributes:
-        sentence: the sentence shown.
-        results: {(position, bias): TokenQKV}, every setting, computed once.
-        result: the TokenQKV currently shown; reference: the same token with no bias.
-        view: the TokenQKVView that draws them.
-
-    Raises:
-        IndexError: index out of range. ValueError: an unknown bias, a bias_scale
-            that is not > 0. ShapeError: as :func:`attn_lib.experiments.qkv_example`.
-
-    Source: article section 2.1 (Q, K, V); torch.nn.Linear (bias=True by default).
-    """
-
-    plain_text = (
-        "Dashboard: one token's query, key, value, scores, weights and output, with a bias "
-        "switch (none / on Q / on K / on V). It needs a running Jupyter kernel; the static "
-        "figures above show its default setting and the four bias settings."
-    )
-
-    def __init__(
-        self,
-        index: int = 2,
-        bias: str = "none",
-        *,
-        sentence: Sentence | None = None,
-        bias_scale: float = 3.0,
-        d_k: int | None = None,
-        d_v: int | None = None,
-        seed: int = 0,
-        dpi: float = 80,
-    ) -> None:
-        self.sentence = qkv_sentence() if sentence is None else sentence
-        tokens, x = self.sentence.tokens, self.sentence.x
-        first = token_qkv(x, index, bias, d_k=d_k, d_v=d_v, bias_scale=bias_scale, seed=seed)
-        self.results: dict[tuple[int, str], TokenQKV] = {
-            (i, b): token_qkv(x, i, b, d_k=d_k, d_v=d_v, bias_scale=bias_scale, seed=seed)
-            for i in range(len(tokens))
-            for b in BIAS_CHOICES
-        }
-        style = {"description_width": "initial"}
-        controls = {
-            "token": widgets.Dropdown(
-                options=[(f"{i}: {t}", i) for i, t in enumerate(tokens)],
-                value=first.index,
-                description="token",
-                style=style,
-                layout=widgets.Layout(width="180px"),
-            ),
-            "bias": _toggle_buttons(
-                [(BIAS_LABELS[b], b) for b in BIAS_CHOICES], first.bias, "bias", "90px"
-            ),
-        }
-        figure = new_figure(figsize=(10.5, 6.4), dpi=dpi)
-        self.view = TokenQKVView(
-            figure,
-            tokens,
-            len(first.query),
-            len(first.value),
-            limits=token_qkv_limits(list(self.results.values())),
-        )
-        self._show(first.index, first.bias)
-        freeze_layout(figure)
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def _show(self, token: int, bias: str) -> None:
-        self.result = self.results[(token, bias)]
-        self.reference = self.results[(token, "none")]
-        self.view.update(self.result, self.reference)
-
-    def render(self, token: int, bias: str) -> None:
-        """Look up this token and bias setting and redraw the bars."""
-        self._show(token, bias)
-
-    def to_png(self) -> bytes:
-        """Redraw only the bars, the weight labels and the title."""
         return self._renderer.render()

@@ -15,7 +15,7 @@ import torch
 from attn_lib import ShapeError
 from attn_lib import data as D
 from attn_lib import experiments as E
-from attn_lib.lessons import _examples, _experiments
+from attn_lib.lessons import _examples, _experiments, nb02_qkv
 
 # ---------------------------------------------------------------------------
 # The library (notebook 01)
@@ -138,12 +138,12 @@ def test_qkv_sentence():
     assert len(s.tokens) == 7 == len(set(s.tokens))
     assert s.x.shape == (7, 8)
     torch.testing.assert_close(_examples.qkv_sentence(16, seed=3).x, _examples.qkv_sentence(16, seed=3).x)
-    ex = E.qkv_example(s.x, "k")
-    torch.testing.assert_close(ex.weights, E.qkv_example(s.x).weights)
+    ex = nb02_qkv.qkv_example(s.x, "k")
+    torch.testing.assert_close(ex.weights, nb02_qkv.qkv_example(s.x).weights)
 
 
 def test_a_short_token_next_to_a_long_one_does_not_score_itself_highest():
-    s = D.short_and_long_tokens()
+    s = nb02_qkv.short_and_long_tokens()
     scores = s.x @ s.x.T  # (2, 2)
     torch.testing.assert_close(scores, scores.T)
     assert s.tokens == ("short", "long")

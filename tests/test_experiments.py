@@ -16,7 +16,7 @@ from torch import nn
 
 from attn_lib import ShapeError, SingleHeadAttention, causal_mask
 from attn_lib import experiments as E
-from attn_lib.lessons import _experiments, nb03_scaling, nb04_shapes
+from attn_lib.lessons import _experiments, nb02_qkv, nb03_scaling, nb04_shapes
 
 # ---------------------------------------------------------------------------
 # Var(q·k) (C1)
@@ -315,15 +315,15 @@ def x7():
 
 
 def test_same_weights_for_every_bias_setting(x7):
-    base = E.qkv_example(x7)
-    for bias in E.BIAS_CHOICES:
-        ex = E.qkv_example(x7, bias)
+    base = nb02_qkv.qkv_example(x7)
+    for bias in nb02_qkv.BIAS_CHOICES:
+        ex = nb02_qkv.qkv_example(x7, bias)
         for name in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"):
             torch.testing.assert_close(getattr(ex, name), getattr(base, name), rtol=0, atol=0)
 
 
 def test_key_bias_changes_scores_by_a_row_constant_and_weights_not_at_all(x7):
-    base, ex = E.qkv_example(x7), E.qkv_example(x7, "k", bias_scale=5.0)
+    base, ex = nb02_qkv.qkv_example(x7), nb02_qkv.qkv_example(x7, "k", bias_scale=5.0)
     shift = (base.Q @ ex.b_K / math.sqrt(8))[:, None]  # (L_q, 1): q_i·b_K / √d_k
     torch.testing.assert_close(ex.scores - base.scores, shift.expand_as(base.scores))
     torch.testing.assert_close(ex.weights, base.weights)
@@ -331,21 +331,21 @@ def test_key_bias_changes_scores_by_a_row_constant_and_weights_not_at_all(x7):
 
 
 def test_value_bias_shifts_every_output_by_b_v(x7):
-    base, ex = E.qkv_example(x7), E.qkv_example(x7, "v")
+    base, ex = nb02_qkv.qkv_example(x7), nb02_qkv.qkv_example(x7, "v")
     torch.testing.assert_close(ex.weights, base.weights)
     torch.testing.assert_close(ex.output - base.output, ex.b_V.expand_as(base.output))
 
 
 def test_query_bias_changes_the_weights(x7):
-    base = E.qkv_example(x7)
+    base = nb02_qkv.qkv_example(x7)
     for scale, margin in ((1.0, 0.01), (5.0, 0.1)):  # measured 0.03 and 0.3 here
-        ex = E.qkv_example(x7, "q", bias_scale=scale)
+        ex = nb02_qkv.qkv_example(x7, "q", bias_scale=scale)
         assert float((ex.weights - base.weights).abs().max()) > margin
         torch.testing.assert_close(ex.weights.sum(-1), torch.ones(7))
 
 
 def test_qkv_shapes_with_d_v_different_from_d_k(x7):
-    ex = E.qkv_example(x7, d_k=4, d_v=3)
+    ex = nb02_qkv.qkv_example(x7, d_k=4, d_v=3)
     assert ex.W_Q.shape == (4, 8) and ex.W_V.shape == (3, 8)  # nn.Linear layout (d_out, d_in)
     assert ex.Q.shape == ex.K.shape == (7, 4)
     assert ex.V.shape == (7, 3) and ex.output.shape == (7, 3)
@@ -353,9 +353,9 @@ def test_qkv_shapes_with_d_v_different_from_d_k(x7):
 
 
 def test_token_qkv_is_a_row_of_the_example(x7):
-    ex = E.qkv_example(x7, "q")
+    ex = nb02_qkv.qkv_example(x7, "q")
     for index in (0, 3, -1):
-        t = E.token_qkv(x7, index, "q")
+        t = nb02_qkv.token_qkv(x7, index, "q")
         i = index % 7
         assert t.index == i
         for got, want in ((t.query, ex.Q[i]), (t.key, ex.K[i]), (t.value, ex.V[i]),
@@ -363,16 +363,16 @@ def test_token_qkv_is_a_row_of_the_example(x7):
                           (t.output, ex.output[i])):  # fmt: skip
             torch.testing.assert_close(got, want, rtol=0, atol=0)
     with pytest.raises(IndexError):
-        E.token_qkv(x7, 7)
+        nb02_qkv.token_qkv(x7, 7)
     with pytest.raises(IndexError):
-        E.token_qkv(x7, -8)
+        nb02_qkv.token_qkv(x7, -8)
     with pytest.raises(ValueError, match="bias"):
-        E.qkv_example(x7, "b")
+        nb02_qkv.qkv_example(x7, "b")
 
 
 def test_own_score_dominates_x_xT_in_high_dimension():
     # measured: 0.435 (d=2), 0.926 (8), 1.0 (64), 1.0 (512)
-    f = {d: E.self_score_max_fraction(d) for d in (2, 8, 64, 512)}
+    f = {d: nb02_qkv.self_score_max_fraction(d) for d in (2, 8, 64, 512)}
     assert f[2] < 0.6
     assert f[8] > 0.85
     assert f[64] > 0.99 and f[512] > 0.999
@@ -380,13 +380,13 @@ def test_own_score_dominates_x_xT_in_high_dimension():
 
 
 def test_dot_product_scales_with_the_norm_cosine_does_not():
-    r = E.dot_and_cosine([1.0, 2.0, 0.5], [0.5, 1.0, -1.0], factors=(0.5, 1.0, 3.0))
+    r = nb02_qkv.dot_and_cosine([1.0, 2.0, 0.5], [0.5, 1.0, -1.0], factors=(0.5, 1.0, 3.0))
     torch.testing.assert_close(r.dot, r.factors * r.dot[1])
     torch.testing.assert_close(r.cosine, r.cosine[1].expand(3))
     with pytest.raises(ValueError, match="non-zero"):
-        E.dot_and_cosine([0.0, 0.0], [1.0, 0.0])
+        nb02_qkv.dot_and_cosine([0.0, 0.0], [1.0, 0.0])
     with pytest.raises(ShapeError):
-        E.dot_and_cosine([1.0, 0.0], [1.0, 0.0, 0.0])
+        nb02_qkv.dot_and_cosine([1.0, 0.0], [1.0, 0.0, 0.0])
 
 
 # ---------------------------------------------------------------------------
@@ -451,12 +451,12 @@ def test_cost_curves():
         (lambda: nb03_scaling.saturation_curves((8,), "sqrt"), ValueError, "scalings"),
         (lambda: nb03_scaling.saturation_curves((8,), threshold=-1), ValueError, "threshold"),
         (lambda: nb03_scaling.variance_estimate_spread(4, n_repeats=1), ValueError, "n_repeats"),
-        (lambda: E.self_score_max_fraction(0), ShapeError, "d"),
+        (lambda: nb02_qkv.self_score_max_fraction(0), ShapeError, "d"),
         (lambda: _experiments.attention_cost(0, 8), ShapeError, "L"),
         (lambda: _experiments.attention_cost(8, 8, dtype="float32"), TypeError, "dtype"),
         (lambda: _experiments.crossover_length(8, d_k=0), ShapeError, "d_k"),
-        (lambda: E.qkv_example(torch.zeros(8)), ShapeError, "x"),
-        (lambda: E.qkv_example(torch.zeros(3, 8), bias_scale=0), ValueError, "bias_scale"),
+        (lambda: nb02_qkv.qkv_example(torch.zeros(8)), ShapeError, "x"),
+        (lambda: nb02_qkv.qkv_example(torch.zeros(3, 8), bias_scale=0), ValueError, "bias_scale"),
     ],
 )  # fmt: skip
 def test_bad_arguments(call, error, match):
@@ -471,8 +471,8 @@ def test_functions_do_not_touch_the_global_rng():
     nb03_scaling.saturation_curves((4,), n_sequences=2)
     nb03_scaling.saturation_row(4)
     nb03_scaling.score_samples(4, n_samples=10)
-    E.qkv_example(torch.zeros(3, 8))
-    E.self_score_max_fraction(4, n_sequences=2)
+    nb02_qkv.qkv_example(torch.zeros(3, 8))
+    nb02_qkv.self_score_max_fraction(4, n_sequences=2)
     assert torch.equal(torch.get_rng_state(), state)
 
 

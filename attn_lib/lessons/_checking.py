@@ -753,3 +753,12 @@ def _shape_hint(name: str, got: tuple[int, ...], sizes: tuple[int, ...]) -> tupl
     if len(got) == 2:
         return "batch_missing", "Keep the batch dim B in front: every tensor here is (B, …, …)."
     return known.get((name, got), ("wrong_shape", ""))
+
+
+def _tensors(result: object, n: int) -> bool:
+    """Is result a tuple or list of exactly n tensors?"""
+    return (
+        isinstance(result, tuple | list)
+        and len(result) == n
+        and all(isinstance(t, torch.Tensor) for t in result)
+    )

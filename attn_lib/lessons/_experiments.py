@@ -17,7 +17,7 @@ from torch import nn
 
 from ..core import SingleHeadAttention
 from ..masks import causal_mask, combine_masks, padding_mask
-from ..shapes import ShapeError, check_size
+from ..shapes import ShapeError, check_size, fmt_shape
 
 
 def _int(name: str, value: object, minimum: int, error: type[Exception] = ValueError) -> int:
@@ -255,3 +255,15 @@ def default_linear_weight(d_out: int, d_in: int, generator: torch.Generator) -> 
     w = torch.empty(_dim("d_out", d_out), _dim("d_in", d_in))
     nn.init.kaiming_uniform_(w, a=math.sqrt(5), generator=generator)
     return w
+
+
+def _vector(name: str, value: object) -> torch.Tensor:
+    """A 1-D float tensor from a tensor or a sequence of numbers."""
+    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    if not t.is_floating_point():
+        t = t.to(torch.get_default_dtype())
+    if t.dim() != 1 or t.numel() == 0:
+        raise ShapeError(f"{name} must be a non-empty 1-D vector, got shape {fmt_shape(t.shape)}.")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} contains NaN or inf: {t.tolist()}.")
+    return t

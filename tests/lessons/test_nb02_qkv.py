@@ -7,7 +7,11 @@ import math
 import pytest
 import torch
 
-from attn_lib.exercises import check_k_bias_shift, check_qkv_projection, check_v_bias_prediction
+from attn_lib.lessons.nb02_qkv import (
+    check_k_bias_shift,
+    check_qkv_projection,
+    check_v_bias_prediction,
+)
 
 
 def _stub(*args):

@@ -1,6 +1,6 @@
 """Notebook 02's token dashboard and figures, driven headlessly.
 
-Controls → :func:`attn_lib.experiments.token_qkv` → one reused figure → PNG. Every
+Controls → :func:`attn_lib.nb02_qkv.token_qkv` → one reused figure → PNG. Every
 control takes every value; the bars must show exactly what the pure function returns.
 """
 
@@ -25,10 +25,9 @@ from helpers import (
     png_of,
 )
 
-from attn_lib import data, experiments, plotting
-from attn_lib.lessons import _examples
+from attn_lib.lessons import _examples, nb02_qkv, nb02_qkv_views
 from attn_lib.lessons._dashboard import control_values
-from attn_lib.widgets import TokenQKVDashboard
+from attn_lib.lessons.nb02_qkv_views import TokenQKVDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -53,8 +52,8 @@ def dashboard(shared_dashboard):
         yield shared_dashboard
 
 
-def expected(index: int, bias: str) -> experiments.TokenQKV:
-    return experiments.token_qkv(SENTENCE.x, index, bias, bias_scale=BIAS_SCALE)
+def expected(index: int, bias: str) -> nb02_qkv.TokenQKV:
+    return nb02_qkv.token_qkv(SENTENCE.x, index, bias, bias_scale=BIAS_SCALE)
 
 
 def assert_shows(dash: TokenQKVDashboard, index: int, bias: str) -> None:
@@ -75,7 +74,7 @@ def assert_shows(dash: TokenQKVDashboard, index: int, bias: str) -> None:
     assert texts == [f"{w:.2f}" for w in want.weights.tolist()]
     title = dash.figure.get_suptitle()
     assert f"'{SENTENCE.tokens[index]}' (position {index})" in title
-    assert plotting.BIAS_LABELS[bias] in title
+    assert nb02_qkv_views.BIAS_LABELS[bias] in title
     dark = [bar.get_facecolor() for bar in dash.view.bars["weights"].patches]
     assert sum(c == dark[index] for c in dark) == 1  # only the token's own key is darker
     assert_png_fits_figure(dash)
@@ -95,7 +94,7 @@ def test_each_control_each_value(dashboard, name):
     if name == "token":  # min, middle and max are among the options
         assert {0, 3, 6} <= set(values)
     else:
-        assert set(values) == set(experiments.BIAS_CHOICES)
+        assert set(values) == set(nb02_qkv.BIAS_CHOICES)
     bars = dashboard.view.bars["weights"]
     for _, previous in each_value(dashboard, name, back_to_start=True):  # one figure, reused
         assert_shows(dashboard, index=dashboard.values["token"], bias=dashboard.values["bias"])
@@ -105,7 +104,7 @@ def test_each_control_each_value(dashboard, name):
 
 def test_every_combination_and_what_each_bias_does(dashboard):
     seen = set()
-    for index, bias in itertools.product(range(len(SENTENCE.tokens)), experiments.BIAS_CHOICES):
+    for index, bias in itertools.product(range(len(SENTENCE.tokens)), nb02_qkv.BIAS_CHOICES):
         dashboard.set(token=index, bias=bias)
         assert_shows(dashboard, index, bias)
         seen.add(png_of(dashboard))
@@ -117,7 +116,7 @@ def test_every_combination_and_what_each_bias_does(dashboard):
             shift = shown.scores - plain.scores
             torch.testing.assert_close(shift, shift[0].expand_as(shift))  # one constant
         if bias == "v":
-            b_V = experiments.qkv_example(SENTENCE.x, "v", bias_scale=BIAS_SCALE).b_V
+            b_V = nb02_qkv.qkv_example(SENTENCE.x, "v", bias_scale=BIAS_SCALE).b_V
             torch.testing.assert_close(shown.output - plain.output, b_V)
         if bias == "q":
             assert (shown.weights - plain.weights).abs().max() > 0.05
@@ -134,7 +133,7 @@ def test_repr_is_a_fixed_sentence(dashboard):
 
 
 def test_other_sentence_and_widths():
-    pair = data.short_and_long_tokens()
+    pair = nb02_qkv.short_and_long_tokens()
     with no_new_figures("the dashboard"):
         dash = TokenQKVDashboard(index=-1, bias="q", sentence=pair, d_k=3, d_v=5, dpi=50)
         try:
@@ -142,7 +141,7 @@ def test_other_sentence_and_widths():
             assert len(dash.view.bars["query"].patches) == 3
             assert len(dash.view.bars["value"].patches) == 5
             assert len(dash.view.bars["weights"].patches) == 2
-            want = experiments.token_qkv(pair.x, 1, "q", d_k=3, d_v=5, bias_scale=3.0)
+            want = nb02_qkv.token_qkv(pair.x, 1, "q", d_k=3, d_v=5, bias_scale=3.0)
             assert torch.equal(dash.result.output, want.output)
             decode(png_of(dash))
         finally:
@@ -163,14 +162,14 @@ def test_bad_arguments_are_refused(kwargs, error):
 
 
 def test_static_token_figure_matches_the_dashboard_default(dashboard):
-    results = [expected(i, b) for i in range(7) for b in experiments.BIAS_CHOICES]
-    limits = plotting.token_qkv_limits(results)
+    results = [expected(i, b) for i in range(7) for b in nb02_qkv.BIAS_CHOICES]
+    limits = nb02_qkv_views.token_qkv_limits(results)
     assert limits == dashboard.view.limits
     assert limits["weights"][0] == 0.0
     for field in FIELDS:
         top = max(getattr(r, field).abs().max().item() for r in results)
         assert limits[field][1] == pytest.approx(1.1 * top)
-    fig = plotting.plot_token_qkv(expected(2, "none"), expected(2, "none"), SENTENCE.tokens,
+    fig = nb02_qkv_views.plot_token_qkv(expected(2, "none"), expected(2, "none"), SENTENCE.tokens,
                                   limits=limits)  # fmt: skip
     try:
         assert len(fig.axes) == 6
@@ -182,7 +181,7 @@ def test_static_token_figure_matches_the_dashboard_default(dashboard):
 def test_bias_gallery():
     reference = expected(2, "none")
     results = [expected(2, b) for b in ("q", "k", "v")]
-    fig = plotting.plot_bias_gallery(results, reference, SENTENCE.tokens)
+    fig = nb02_qkv_views.plot_bias_gallery(results, reference, SENTENCE.tokens)
     try:
         assert len(fig.axes) == 6
         titles = [ax.get_title() for ax in fig.axes]
@@ -193,14 +192,14 @@ def test_bias_gallery():
     finally:
         plt.close(fig)
     with pytest.raises(ValueError, match="same token"):
-        plotting.plot_bias_gallery([expected(3, "q")], reference, SENTENCE.tokens)
+        nb02_qkv_views.plot_bias_gallery([expected(3, "q")], reference, SENTENCE.tokens)
     with pytest.raises(ValueError):
-        plotting.plot_bias_gallery([], reference, SENTENCE.tokens)
+        nb02_qkv_views.plot_bias_gallery([], reference, SENTENCE.tokens)
 
 
 def test_token_attention_gallery_and_vectors():
     w = torch.softmax(SENTENCE.x @ SENTENCE.x.T, dim=-1)
-    fig = plotting.plot_token_attention_gallery([(w, "a"), (w.T, "b")], SENTENCE.tokens)
+    fig = nb02_qkv_views.plot_token_attention_gallery([(w, "a"), (w.T, "b")], SENTENCE.tokens)
     try:
         heatmaps = [ax for ax in fig.axes if ax.get_images()]
         assert len(heatmaps) == 2
@@ -209,14 +208,14 @@ def test_token_attention_gallery_and_vectors():
             assert ax.get_images()[0].get_clim() == (0.0, 1.0)
     finally:
         plt.close(fig)
-    pair = data.short_and_long_tokens()
-    fig = plotting.plot_vectors_2d(pair.x, pair.tokens, title="t")
+    pair = nb02_qkv.short_and_long_tokens()
+    fig = nb02_qkv_views.plot_vectors_2d(pair.x, pair.tokens, title="t")
     try:
         labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
         assert labels == ["short (0.3, 0.1)", "long (2, 0.5)"]
     finally:
         plt.close(fig)
     with pytest.raises(ValueError, match=r"\(L, 2\)"):
-        plotting.plot_vectors_2d(torch.zeros(2, 3), ["a", "b"])
+        nb02_qkv_views.plot_vectors_2d(torch.zeros(2, 3), ["a", "b"])
     with pytest.raises(ValueError):
-        plotting.plot_vectors_2d(torch.zeros(2, 2), ["a"])
+        nb02_qkv_views.plot_vectors_2d(torch.zeros(2, 2), ["a"])
