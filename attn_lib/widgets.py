@@ -19,29 +19,23 @@ sentence, not a widget repr.
 
 from __future__ import annotations
 
-import ipywidgets as widgets
 import torch
 
-from .data import KEY_FEATURES, Library, library_books, library_query
-from .experiments import Retrieval, retrieve
-from .plotting import BlitRenderer, RetrievalView, SoftmaxBarsView, freeze_layout, new_figure
+from .plotting import BlitRenderer, SoftmaxBarsView, freeze_layout, new_figure
 from .softmax import stable_softmax
 
 __all__ = [
-    "RETRIEVAL_TEMPERATURES",
     "WIDGET_CHECK_TEMPERATURES",
     "Dashboard",
-    "RetrievalDashboard",
     "WidgetCheckDashboard",
     "control_values",
     "measure_update_latency",
-    "retrieval_title",
 ]
 
 
 from .lessons._dashboard import (
     Dashboard,
-    _selection_slider,
+    _temperature_slider,
     control_values,
     measure_update_latency,
 )
@@ -53,15 +47,6 @@ from .lessons._dashboard import (
 
 # Temperatures offered by the sliders (a SelectionSlider: exact, reproducible values).
 WIDGET_CHECK_TEMPERATURES = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
-RETRIEVAL_TEMPERATURES = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
-
-
-def _temperature_slider(
-    options: tuple[float, ...], value: float, description: str
-) -> widgets.SelectionSlider:
-    if value not in options:
-        raise ValueError(f"temperature must be one of {options}, got {value!r}.")
-    return _selection_slider([(f"{t:g}", t) for t in options], value, description)
 
 
 class WidgetCheckDashboard(Dashboard):
@@ -133,111 +118,4 @@ class WidgetCheckDashboard(Dashboard):
 
     def to_png(self) -> bytes:
         """Redraw only the bars, their labels and the title."""
-        return self._renderer.render()
-
-
-def retrieval_title(query: torch.Tensor, temperature: float) -> str:
-    """A one-line description of a query (d_k,) over KEY_FEATURES and a temperature.
-
-    Source: article section 1.1 (the reader's need as a query).
-    """
-    parts = " · ".join(
-        f"{name} {float(q) + 0.0:.1f}" for name, q in zip(KEY_FEATURES, query, strict=True)
-    )
-    return f"query: {parts}   |   temperature T = {temperature:g}"
-
-
-class RetrievalDashboard(Dashboard):
-    """Notebook 01's library search, live: query sliders and a temperature → scores, weights, blend.
-
-    Controls: one FloatSlider per key feature (:data:`attn_lib.data.KEY_FEATURES`:
-    "maths", "deep learning", "history", "cooking"; −1 to 1 in steps of 0.1: how much
-    the reader wants, or avoids, the topic) and ``temperature`` (a SelectionSlider over
-    :data:`RETRIEVAL_TEMPERATURES`). Every change builds the query with
-    :func:`attn_lib.data.library_query`, calls :func:`attn_lib.experiments.retrieve`
-    and redraws the three panels of :class:`attn_lib.plotting.RetrievalView`.
-
-    Args:
-        query: initial amounts by feature name; default the article's reader
-            (:data:`attn_lib.data.ARTICLE_QUERY`: maths 1, deep learning 1).
-        temperature: the initial temperature (one of :data:`RETRIEVAL_TEMPERATURES`).
-        dpi: resolution of the PNG.
-
-    Attributes:
-        library: the books (keys (7, 4), values (7, 5)).
-        query: (d_k,) = (4,) float32, the query currently shown.
-        result: the :class:`attn_lib.experiments.Retrieval` currently shown.
-        view: the RetrievalView that draws it.
-
-    Raises:
-        ValueError: an unknown feature, an amount outside [−1, 1], or a temperature that
-            is not one of the slider's values.
-
-    Source: article sections 1.1 (the library) and 2.1 (Q: the need, K: title and index,
-        V: the content).
-    """
-
-    plain_text = (
-        "Dashboard: a library search (query sliders and a temperature → relevance scores, "
-        "softmax weights, blended contents). It needs a running Jupyter kernel; the static "
-        "figures above show its default setting and three temperatures."
-    )
-
-    def __init__(
-        self,
-        query: dict[str, float] | None = None,
-        temperature: float = 0.5,
-        *,
-        dpi: float = 80,
-    ) -> None:
-        self.library: Library = library_books()
-        start = library_query(query)  # (d_k,); refuses unknown feature names
-        if bool((start.abs() > 1.0).any()):
-            raise ValueError(f"query amounts must lie in [-1, 1], got {start.tolist()}.")
-        style = {"description_width": "initial"}
-        controls: dict[str, widgets.ValueWidget] = {
-            name: widgets.FloatSlider(
-                value=round(float(q), 1),
-                min=-1.0,
-                max=1.0,
-                step=0.1,
-                readout_format=".1f",
-                description=name,
-                style=style,
-                layout=widgets.Layout(width="250px"),
-            )
-            for name, q in zip(KEY_FEATURES, start, strict=True)
-        }
-        controls["temperature"] = _temperature_slider(
-            RETRIEVAL_TEMPERATURES, temperature, "temperature T"
-        )
-        figure = new_figure(figsize=(11.0, 3.8), dpi=dpi)
-        self.view = RetrievalView(figure, self.library.titles, self.library.value_features)
-        self._show(start, temperature)
-        freeze_layout(figure)
-        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
-        super().__init__(controls, figure)
-        self._wrap_controls()
-        self.update()
-
-    def compute(self, query: torch.Tensor, temperature: float) -> Retrieval:
-        """The pure step: :func:`attn_lib.experiments.retrieve` on this library."""
-        return retrieve(query, self.library.keys, self.library.values, temperature)
-
-    def _show(self, query: torch.Tensor, temperature: float) -> None:
-        self.query = query
-        self.result = self.compute(query, temperature)
-        self.view.update(
-            self.result.scores,
-            self.result.weights,
-            self.result.blended,
-            retrieval_title(query, temperature),
-        )
-
-    def render(self, temperature: float, **amounts: float) -> None:
-        """Build the query from the feature sliders, retrieve, and redraw."""
-        self._show(library_query(amounts), temperature)
-
-    def to_png(self) -> bytes:
-        """Redraw only the bars, their numbers and the title."""
         return self._renderer.render()

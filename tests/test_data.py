@@ -13,9 +13,7 @@ import pytest
 import torch
 
 from attn_lib import ShapeError
-from attn_lib import data as D
-from attn_lib import experiments as E
-from attn_lib.lessons import _examples, _experiments, nb02_qkv
+from attn_lib.lessons import _examples, _experiments, nb01_retrieval, nb02_qkv
 
 # ---------------------------------------------------------------------------
 # The library (notebook 01)
@@ -23,11 +21,11 @@ from attn_lib.lessons import _examples, _experiments, nb02_qkv
 
 
 def test_library_shapes_and_ranges():
-    lib = D.library_books()
+    lib = nb01_retrieval.library_books()
     n = len(lib.titles)
     assert 5 <= n <= 7 and len(set(lib.titles)) == n
-    assert lib.keys.shape == (n, len(D.KEY_FEATURES)) == (n, 4)
-    assert lib.values.shape == (n, len(D.VALUE_FEATURES)) == (n, 5)
+    assert lib.keys.shape == (n, len(nb01_retrieval.KEY_FEATURES)) == (n, 4)
+    assert lib.values.shape == (n, len(nb01_retrieval.VALUE_FEATURES)) == (n, 5)
     assert lib.keys.dtype == lib.values.dtype == torch.float32
     assert bool(((lib.keys >= 0) & (lib.keys <= 1)).all())
     assert bool((lib.values >= 0).all())
@@ -35,21 +33,21 @@ def test_library_shapes_and_ranges():
 
 
 def test_library_query():
-    torch.testing.assert_close(D.library_query(), torch.tensor([1.0, 1.0, 0.0, 0.0]))
-    torch.testing.assert_close(D.library_query({"cooking": 0.5}), torch.tensor([0, 0, 0, 0.5]))
+    torch.testing.assert_close(nb01_retrieval.library_query(), torch.tensor([1.0, 1.0, 0.0, 0.0]))
+    torch.testing.assert_close(nb01_retrieval.library_query({"cooking": 0.5}), torch.tensor([0, 0, 0, 0.5]))
     with pytest.raises(ValueError, match="unknown feature"):
-        D.library_query({"poetry": 1.0})
+        nb01_retrieval.library_query({"poetry": 1.0})
     with pytest.raises(ValueError, match="finite"):
-        D.library_query({"maths": float("nan")})
+        nb01_retrieval.library_query({"maths": float("nan")})
 
 
 def test_the_articles_query_takes_the_best_book_and_skims_the_close_ones():
-    lib = D.library_books()
-    q = D.library_query()
+    lib = nb01_retrieval.library_books()
+    q = nb01_retrieval.library_query()
     best = lib.titles.index("Mathematics for Deep Learning")
-    sharp = E.retrieve(q, lib.keys, lib.values, temperature=0.05)
+    sharp = nb01_retrieval.retrieve(q, lib.keys, lib.values, temperature=0.05)
     assert int(sharp.weights.argmax()) == best and float(sharp.weights[best]) > 0.99
-    skim = E.retrieve(q, lib.keys, lib.values, temperature=0.3)
+    skim = nb01_retrieval.retrieve(q, lib.keys, lib.values, temperature=0.3)
     order = skim.weights.argsort(descending=True).tolist()
     assert order[0] == best and 0.5 < float(skim.weights[best]) < 0.9  # measured 0.75
     close = {lib.titles[i] for i in order[1:3]}
@@ -59,7 +57,7 @@ def test_the_articles_query_takes_the_best_book_and_skims_the_close_ones():
     # the blend of page shares is again a set of page shares, mostly equations and code
     torch.testing.assert_close(skim.blended.sum(), torch.tensor(1.0))
     assert float(skim.blended[:2].sum()) > 0.8
-    flat = E.retrieve(q, lib.keys, lib.values, temperature=1000.0)
+    flat = nb01_retrieval.retrieve(q, lib.keys, lib.values, temperature=1000.0)
     torch.testing.assert_close(flat.blended, lib.values.mean(0), atol=1e-3, rtol=0)
 
 
@@ -114,17 +112,17 @@ def test_embedding_table_and_embed_refuse_bad_input():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pair", D.WORD_ORDER_PAIRS)
+@pytest.mark.parametrize("pair", nb01_retrieval.WORD_ORDER_PAIRS)
 def test_word_order_needs_positions(pair):
     a, b = (_examples.tokenize(s) for s in pair)
     assert sorted(a) == sorted(b) and a != b  # the same tokens, another order
     table = _examples.embedding_table(a + b, 8, seed=0)
     model = _experiments.seeded_attention(8, seed=0)
-    plain = E.word_order_outputs(a, b, table, model)
+    plain = nb01_retrieval.word_order_outputs(a, b, table, model)
     for i, j in enumerate(plain.match):
         assert a[i] == b[j]
         torch.testing.assert_close(plain.output_a[i], plain.output_b[j])
-    with_pe = E.word_order_outputs(a, b, table, model, positions=True)
+    with_pe = nb01_retrieval.word_order_outputs(a, b, table, model, positions=True)
     assert float(with_pe.deviation.min()) > 1e-2  # measured ≥ 0.06 for 我爱你 / 你爱我
 
 

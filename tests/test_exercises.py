@@ -13,13 +13,13 @@ import torch.nn.functional as F
 import attn_lib
 from attn_lib.exercises import (
     check_attention_inputs,
-    check_conv_layers,
     check_init_like_scaled,
     check_shape_predictions,
     check_stalling_settings,
     expected_shapes,
 )
 from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb01_retrieval import check_conv_layers
 from attn_lib.lessons.nb03_scaling import check_score_scale
 from attn_lib.lessons.nb04_shapes import (
     STEP_SHAPES_SETTING,

@@ -307,3 +307,11 @@ def measure_update_latency(dashboard: Dashboard, changes: int = 20) -> list[floa
         control.value = values[(current + 1) % len(values)]
         times.append((time.perf_counter() - start) * 1000.0)
     return times
+
+
+def _temperature_slider(
+    options: tuple[float, ...], value: float, description: str
+) -> widgets.SelectionSlider:
+    if value not in options:
+        raise ValueError(f"temperature must be one of {options}, got {value!r}.")
+    return _selection_slider([(f"{t:g}", t) for t in options], value, description)

@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import PIL.Image
 import torch
+from matplotlib import colormaps
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -605,3 +606,11 @@ def _as_numpy_1d(t: torch.Tensor | np.ndarray | Sequence[float], name: str, n: i
     if a.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},), got {a.shape}.")
     return a
+
+
+_WEIGHT_COLORS = colormaps[ATTENTION_CMAP]  # bars of attention weights share the heatmaps' colours
+
+
+def _weight_color(w: float) -> tuple[float, float, float, float]:
+    """The colour a weight w ∈ [0, 1] gets in every heatmap of the series."""
+    return _WEIGHT_COLORS(min(max(float(w), 0.0), 1.0))

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attn_lib.exercises import check_conv_layers, check_permuted_output, check_retrieve
+from attn_lib.lessons.nb01_retrieval import check_conv_layers, check_permuted_output, check_retrieve
 
 
 def not_written(*args):

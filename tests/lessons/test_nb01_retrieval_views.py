@@ -18,10 +18,13 @@ from helpers import (
     png_of,
 )
 
-from attn_lib import data, experiments, plotting
-from attn_lib.lessons import _figures
+from attn_lib.lessons import _figures, nb01_retrieval, nb01_retrieval_views
 from attn_lib.lessons._dashboard import control_values
-from attn_lib.widgets import RETRIEVAL_TEMPERATURES, RetrievalDashboard, retrieval_title
+from attn_lib.lessons.nb01_retrieval_views import (
+    RETRIEVAL_TEMPERATURES,
+    RetrievalDashboard,
+    retrieval_title,
+)
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -37,15 +40,15 @@ def dashboard(shared_dashboard):
     yield from shared_dashboard.use()
 
 
-def expected_for(values: dict) -> experiments.Retrieval:
+def expected_for(values: dict) -> nb01_retrieval.Retrieval:
     """What the pure function says for these control values."""
-    lib = data.library_books()
-    query = data.library_query({name: values[name] for name in data.KEY_FEATURES})
-    return experiments.retrieve(query, lib.keys, lib.values, values["temperature"])
+    lib = nb01_retrieval.library_books()
+    query = nb01_retrieval.library_query({name: values[name] for name in nb01_retrieval.KEY_FEATURES})
+    return nb01_retrieval.retrieve(query, lib.keys, lib.values, values["temperature"])
 
 
 def assert_shows(dash: RetrievalDashboard) -> None:
-    """The dashboard holds and draws exactly what experiments.retrieve computes."""
+    """The dashboard holds and draws exactly what nb01_retrieval.retrieve computes."""
     expected = expected_for(dash.values)
     assert dash.last_error is None and dash.status.value == ""
     torch.testing.assert_close(dash.result.scores, expected.scores, rtol=0, atol=0)
@@ -69,7 +72,7 @@ def assert_shows(dash: RetrievalDashboard) -> None:
 
 
 def test_default_state(dashboard):
-    assert set(dashboard.controls) == {*data.KEY_FEATURES, "temperature"}
+    assert set(dashboard.controls) == {*nb01_retrieval.KEY_FEATURES, "temperature"}
     assert dashboard.values == {
         "maths": 1.0, "deep learning": 1.0, "history": 0.0, "cooking": 0.0, "temperature": 0.5,
     }  # fmt: skip
@@ -80,7 +83,7 @@ def test_default_state(dashboard):
     )
 
 
-@pytest.mark.parametrize("name", [*data.KEY_FEATURES, "temperature"])
+@pytest.mark.parametrize("name", [*nb01_retrieval.KEY_FEATURES, "temperature"])
 def test_each_control_min_middle_max(dashboard, name):
     bars = dashboard.view.weight_bars
     tried = control_values(dashboard.controls[name])
@@ -157,8 +160,8 @@ def test_custom_start():
 
 def test_retrieval_view_refuses_wrong_lengths():
     fig = _figures.new_figure()
-    lib = data.library_books()
-    view = plotting.RetrievalView(fig, lib.titles, lib.value_features)
+    lib = nb01_retrieval.library_books()
+    view = nb01_retrieval_views.RetrievalView(fig, lib.titles, lib.value_features)
     with pytest.raises(ValueError, match="weights"):
         view.update(torch.zeros(7), torch.zeros(6), torch.zeros(5), "x")
     with pytest.raises(ValueError, match="blended"):
@@ -166,10 +169,10 @@ def test_retrieval_view_refuses_wrong_lengths():
 
 
 def test_static_figures_draw_what_they_are_given():
-    lib = data.library_books()
-    query = data.library_query()
-    results = [experiments.retrieve(query, lib.keys, lib.values, t) for t in (0.1, 0.5, 5.0)]
-    fig = plotting.plot_retrieval(
+    lib = nb01_retrieval.library_books()
+    query = nb01_retrieval.library_query()
+    results = [nb01_retrieval.retrieve(query, lib.keys, lib.values, t) for t in (0.1, 0.5, 5.0)]
+    fig = nb01_retrieval_views.plot_retrieval(
         results[1].scores, results[1].weights, results[1].blended,
         titles=lib.titles, value_features=lib.value_features, title="default",
     )  # fmt: skip
@@ -179,7 +182,7 @@ def test_static_figures_draw_what_they_are_given():
         np.testing.assert_allclose(widths, results[1].weights.numpy(), rtol=1e-6)
     finally:
         plt.close(fig)
-    fig = plotting.plot_retrieval_gallery(
+    fig = nb01_retrieval_views.plot_retrieval_gallery(
         [(r.weights, r.blended, f"T = {r.temperature:g}") for r in results],
         titles=lib.titles, value_features=lib.value_features,
     )  # fmt: skip
@@ -189,13 +192,13 @@ def test_static_figures_draw_what_they_are_given():
     finally:
         plt.close(fig)
     with pytest.raises(ValueError):
-        plotting.plot_retrieval_gallery([], titles=lib.titles, value_features=lib.value_features)
+        nb01_retrieval_views.plot_retrieval_gallery([], titles=lib.titles, value_features=lib.value_features)
 
 
 def test_path_length_figure():
-    paths = [experiments.path_lengths(32, k) for k in (3, 5)]
-    pairs = experiments.pair_counts(64)
-    fig = plotting.plot_path_lengths_and_pairs(paths, pairs)
+    paths = [nb01_retrieval.path_lengths(32, k) for k in (3, 5)]
+    pairs = nb01_retrieval.pair_counts(64)
+    fig = nb01_retrieval_views.plot_path_lengths_and_pairs(paths, pairs)
     try:
         ax_p, ax_c = fig.axes
         labels = [line.get_label() for line in ax_p.get_lines()]
@@ -206,4 +209,4 @@ def test_path_length_figure():
     finally:
         plt.close(fig)
     with pytest.raises(ValueError):
-        plotting.plot_path_lengths_and_pairs([], pairs)
+        nb01_retrieval_views.plot_path_lengths_and_pairs([], pairs)
