@@ -11,14 +11,13 @@ import torch
 import torch.nn.functional as F
 
 import attn_lib
-from attn_lib.exercises import (
+from attn_lib.exercises import check_init_like_scaled, check_stalling_settings
+from attn_lib.lessons._checking import CheckResult
+from attn_lib.lessons.nb00_start import (
     check_attention_inputs,
-    check_init_like_scaled,
     check_shape_predictions,
-    check_stalling_settings,
     expected_shapes,
 )
-from attn_lib.lessons._checking import CheckResult
 from attn_lib.lessons.nb01_retrieval import check_conv_layers
 from attn_lib.lessons.nb03_scaling import check_score_scale
 from attn_lib.lessons.nb04_shapes import (

@@ -9,6 +9,7 @@ Notebook → modules:
 - shared: ``_figures`` (colormap, heatmap, figures for dashboards), ``_dashboard`` (the
   Dashboard base), ``_checking`` (CheckResult, the checkers' runner, solutions after an
   attempt), ``_experiments`` (argument checks, the cost of attention, masks from lengths)
+- 00 Start here: ``nb00_start``, ``nb00_start_views``
 - 01 Attention as retrieval: ``nb01_retrieval``, ``nb01_retrieval_views``
 - 02 Queries, keys and values: ``nb02_qkv``, ``nb02_qkv_views``
 - 03 Scaling and softmax saturation: ``nb03_scaling``, ``nb03_scaling_views``

@@ -16,15 +16,16 @@ from helpers import (
     png_of,
 )
 
-from attn_lib import plotting, stable_softmax
-from attn_lib.exercises import (
+from attn_lib import stable_softmax
+from attn_lib.lessons import nb00_start_views
+from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons.nb00_start import (
     SHAPE_NAMES,
     check_attention_inputs,
     check_shape_predictions,
     expected_shapes,
 )
-from attn_lib.lessons._dashboard import control_values
-from attn_lib.widgets import WIDGET_CHECK_TEMPERATURES, WidgetCheckDashboard
+from attn_lib.lessons.nb00_start_views import WIDGET_CHECK_TEMPERATURES, WidgetCheckDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -67,18 +68,18 @@ def test_widget_check_refuses_an_unknown_temperature():
 
 def test_softmax_bars_gallery():
     w = torch.tensor([0.7, 0.2, 0.1])
-    fig = plotting.plot_softmax_bars_gallery([(w, "a"), (w.flip(0), "b")], ["x", "y", "z"])
+    fig = nb00_start_views.plot_softmax_bars_gallery([(w, "a"), (w.flip(0), "b")], ["x", "y", "z"])
     try:
         assert [ax.get_title() for ax in fig.axes] == ["a", "b"]
         np.testing.assert_allclose([p.get_height() for p in fig.axes[1].patches], w.flip(0))
     finally:
         plt.close(fig)
     with pytest.raises(ValueError):
-        plotting.plot_softmax_bars_gallery([], ["x"])
+        nb00_start_views.plot_softmax_bars_gallery([], ["x"])
     fig, ax = plt.subplots()
     try:
         with pytest.raises(ValueError, match="weights"):
-            plotting.SoftmaxBarsView(ax, ["x", "y"]).update(w, "three weights for two keys")
+            nb00_start_views.SoftmaxBarsView(ax, ["x", "y"]).update(w, "three weights for two keys")
     finally:
         plt.close(fig)
 
