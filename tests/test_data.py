@@ -1,4 +1,4 @@
-"""attn_lib.data, notebooks 01 and 02: the library, the sentences and their embeddings.
+"""The examples of notebooks 01 and 02 (attn_lib.lessons): the library, sentences, embeddings.
 
 Also the claims those data carry: word order needs positions (C12), the library's
 retrieval takes the best book and skims the close ones, and x xᵀ's own score is not

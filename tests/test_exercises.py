@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 import attn_lib
-from attn_lib.exercises import check_init_like_scaled, check_stalling_settings
 from attn_lib.lessons._checking import CheckResult
 from attn_lib.lessons.nb00_start import (
     check_attention_inputs,
@@ -35,6 +34,7 @@ from attn_lib.lessons.nb08_pitfalls import (
     check_evaluation,
     check_stable_softmax,
 )
+from attn_lib.lessons.nb09_training_checkers import check_init_like_scaled, check_stalling_settings
 from attn_lib.lessons.nb10_cost import check_score_matrix_bytes
 
 # --- attention: one function per mistake, written the way a learner would ------------------

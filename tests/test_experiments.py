@@ -1,4 +1,4 @@
-"""attn_lib.experiments: the seeded experiments of notebooks 01–04 say what the notebooks claim.
+"""The seeded experiments of notebooks 01–04 (attn_lib.lessons) say what the notebooks claim.
 
 Monte Carlo results are compared with tolerances derived from the sample size (the
 relative SD each function reports), never with ==. The saturation thresholds were set

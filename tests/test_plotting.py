@@ -8,7 +8,7 @@ import pytest
 import torch
 from helpers import decode, no_new_figures
 
-from attn_lib import causal_mask, plotting
+from attn_lib import causal_mask
 from attn_lib.lessons import _figures, nb10_cost, nb10_cost_views
 from attn_lib.lessons.nb05_module import example_setting
 
@@ -155,7 +155,7 @@ def test_every_plot_function_closes_its_figure_when_it_raises():
         for info in pkgutil.iter_modules(lessons.__path__)
         if info.name.endswith("_views")
     ]
-    modules = (plotting, _figures, *views)  # every lesson's figures
+    modules = (_figures, *views)  # every lesson's figures
     plots = [
         f"{module.__name__}.{name}"
         for module in modules

@@ -148,18 +148,18 @@ def bench_pytest() -> None:
 
 # ---------------------------------------------------------------- P2: dashboards
 def dashboard_modules() -> list:
-    """attn_lib.widgets and every lesson's views module (lessons move out of widgets)."""
+    """Every lesson's views module (attn_lib/lessons/nbNN_*_views.py)."""
     import importlib
     import pkgutil
 
-    from attn_lib import lessons, widgets
+    from attn_lib import lessons
 
     views = [
         importlib.import_module(f"{lessons.__name__}.{m.name}")
         for m in pkgutil.iter_modules(lessons.__path__)
         if m.name.endswith("_views")
     ]
-    return [widgets, *views]
+    return views
 
 
 def dashboard_classes() -> list[type]:
@@ -178,7 +178,7 @@ def bench_dashboards(repeats: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from attn_lib import widgets
+    from attn_lib.lessons._dashboard import measure_update_latency
 
     boards = []
     experiment = None
@@ -201,7 +201,7 @@ def bench_dashboards(repeats: int) -> None:
     slowest: dict[str, float] = defaultdict(float)
     for _ in range(repeats):  # interleaved: every dashboard once per round
         for name, board in boards:
-            latencies = widgets.measure_update_latency(board, 20)
+            latencies = measure_update_latency(board, 20)
             samples[name].append(statistics.median(latencies))
             slowest[name] = max(slowest[name], max(latencies))
     for name, board in boards:

@@ -11,6 +11,10 @@ yet"), so a solution printed by a cell would be visible on GitHub before anyone 
 the solution lives in the lesson module, and ``show_solution`` prints its source only once the
 reader's own function has been checked in this session.
 
+Also the pieces two or more notebooks' checkers share: the attention checker's cases and its
+table of named mistakes (notebooks 05 and 08), the difference of two masks (05–07), the hints
+about shapes (00 and 04).
+
 Used by every notebook's "Check yourself" section.
 """
 

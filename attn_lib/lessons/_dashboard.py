@@ -11,7 +11,7 @@ Every dashboard of the series follows this pattern:
 * ``dashboard.widget`` is what a notebook displays; its plain-text fallback (what nbval compares
   and what a viewer without a kernel shows) is a fixed sentence, not a widget repr.
 
-Used by every notebook with a dashboard (00–10).
+Used by every notebook with a dashboard (00–10); the temperature slider by notebooks 00 and 01.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Dashboard:
             ``continuous_update`` trait (sliders, text boxes) get it set to False,
             so a drag redraws once, when released.
         figure: a ``matplotlib.figure.Figure`` not managed by pyplot (see
-            :func:`attn_lib.plotting.new_figure`); its dpi sets the PNG's resolution.
+            :func:`_figures.new_figure`); its dpi sets the PNG's resolution.
 
     Attributes:
         controls: the dict of controls.

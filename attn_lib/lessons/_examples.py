@@ -1,6 +1,8 @@
-"""The examples several notebooks share (torch only): the article's example (its seed, sizes,
-input and module; notebooks 05, 06 and 08), and the sentences and deterministic token
-embeddings of notebooks 01, 02 and 04.
+"""The examples several notebooks share (torch only).
+
+- the article's example: its seed, sizes, input and module (notebooks 05, 06 and 08);
+- the example's padding lengths and masks (notebooks 05 and 06);
+- the sentences and their deterministic token embeddings (notebooks 01, 02 and 04).
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """Experiment helpers shared by several notebooks (torch only).
 
-The argument checks of the experiments (a size, a choice among names, a seeded generator);
-the multiply-adds and memory of one attention layer and the length where attention overtakes
-the projections (notebooks 01, 04 and 10); a batch's keep-mask from its lengths (notebooks 07
-and 10).
+- the argument checks of the experiments: a size, a choice among names, a positive number, a
+  vector, a seeded generator (notebooks 01–04, 07, 08 and 10);
+- the multiply-adds and memory of one attention layer, and the length where attention
+  overtakes the projections (notebooks 01, 04 and 10);
+- a seeded SingleHeadAttention (notebooks 01 and 04) and nn.Linear's default weight draw
+  (notebooks 02 and 03);
+- a batch's keep-mask from its lengths (notebooks 07 and 10).
 """
 
 from __future__ import annotations

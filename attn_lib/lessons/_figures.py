@@ -5,7 +5,8 @@ weights across the series (``ATTENTION_CMAP``) on a fixed 0–1 scale, masked ce
 "×". ``draw_``/``update_`` functions work on axes they are given (a dashboard builds one
 ``Figure`` and updates its artists); ``plot_`` functions make a pyplot figure for a cell.
 
-Used by every notebook with a heatmap or a dashboard (00–10).
+Used by every notebook with a heatmap or a dashboard (00–10); the NaN cell colours by notebooks
+06 and 08; the colours of the softmax bars by notebooks 00 and 01.
 
 Shape legend: L_q query length, L_k key length.
 """
@@ -581,7 +582,7 @@ def plot_weights_and_row_sums(
     """A static pyplot rendering of one setting: the same view a dashboard shows.
 
     Args:
-        result: e.g. :func:`attn_lib.data.example_setting` (weights (L, L), row_sums (L,),
+        result: e.g. :func:`nb05_module.example_setting` (weights (L, L), row_sums (L,),
             keep (L, L), key_labels, title).
         figsize: inches.
 

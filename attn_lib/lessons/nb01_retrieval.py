@@ -372,8 +372,8 @@ def word_order_outputs(
 
     Args:
         tokens_a, tokens_b: the two sentences, the same tokens in another order
-            (e.g. from attn_lib.data.tokenize).
-        embeddings: token → (d_model,) vector (e.g. attn_lib.data.embedding_table).
+            (e.g. from _examples.tokenize).
+        embeddings: token → (d_model,) vector (e.g. _examples.embedding_table).
         model: a SingleHeadAttention with the same d_model.
         positions: add sinusoidal_positional_encoding(L, d_model) to the embeddings.
 
@@ -492,7 +492,7 @@ def check_retrieve(fn: Callable, *, verbose: bool = True) -> CheckResult:
     values (n_books, d_v) (float32 copies) and a temperature > 0, and must return
     ``(weights, blended)``: weights = softmax(keys @ query / temperature), shape
     (n_books,), and blended = weights @ values, shape (d_v,) — as
-    attn_lib.experiments.retrieve computes them. Cases: notebook 01's library with three
+    retrieve computes them. Cases: notebook 01's library with three
     queries and temperatures, and random keys (5, 3) and values (5, 6).
 
     Args:
@@ -504,7 +504,7 @@ def check_retrieve(fn: Callable, *, verbose: bool = True) -> CheckResult:
         "no_temperature", "temperature_multiplied", "sum_normalised", "hard_max",
         "scores_as_weights", "blend_keys", "blend_unweighted", "blend_wrong", "unknown".
 
-    Source: article section 1.1; attn_lib.experiments.retrieve.
+    Source: article section 1.1; retrieve.
     """
     name = _name_of(fn)
     outcomes = []
@@ -594,7 +594,7 @@ def check_permuted_output(fn: Callable, *, verbose: bool = True) -> CheckResult:
         CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
         "inverse_permutation", "unchanged", "columns_permuted", "unknown".
 
-    Source: article section 1.2; attn_lib.experiments.permutation_deviation.
+    Source: article section 1.2; permutation_deviation.
     """
     name = _name_of(fn)
     model = seeded_attention(8, 8, d_v=6, seed=_SEED)
@@ -658,7 +658,7 @@ def check_conv_layers(fn: Callable, *, verbose: bool = True) -> CheckResult:
     ``fn(distance, kernel_size)`` receives ints distance = |i − j| ≥ 1 and kernel_size k ≥ 2
     and must return, as an int, the number of stacked width-k convolutions (stride 1, no
     dilation; each layer reaches k − 1 positions further) after which position j can
-    see position i: ⌈distance / (k − 1)⌉, as attn_lib.experiments.path_lengths gives.
+    see position i: ⌈distance / (k − 1)⌉, as path_lengths gives.
     Cases: k ∈ {2, 3, 4, 5, 7}, distance 1 … 30.
 
     Args:

@@ -246,9 +246,9 @@ def plot_path_lengths_and_pairs(
     """Left: path length against distance |i − j|; right: L² pairs against L, log-log.
 
     Args:
-        paths: results of :func:`attn_lib.experiments.path_lengths` (one per kernel size k,
+        paths: results of :func:`nb01_retrieval.path_lengths` (one per kernel size k,
             same L): distance, recurrent, convolution, self_attention (L − 1,) and kernel_size.
-        pairs: a result of :func:`attn_lib.experiments.pair_counts`: L, self_attention (L²)
+        pairs: a result of :func:`nb01_retrieval.pair_counts`: L, self_attention (L²)
             and recurrent (L), each (n,).
         figsize: inches.
 
@@ -311,23 +311,23 @@ def retrieval_title(query: torch.Tensor, temperature: float) -> str:
 class RetrievalDashboard(Dashboard):
     """Notebook 01's library search, live: query sliders and a temperature → scores, weights, blend.
 
-    Controls: one FloatSlider per key feature (:data:`attn_lib.data.KEY_FEATURES`:
+    Controls: one FloatSlider per key feature (:data:`nb01_retrieval.KEY_FEATURES`:
     "maths", "deep learning", "history", "cooking"; −1 to 1 in steps of 0.1: how much
     the reader wants, or avoids, the topic) and ``temperature`` (a SelectionSlider over
     :data:`RETRIEVAL_TEMPERATURES`). Every change builds the query with
-    :func:`attn_lib.data.library_query`, calls :func:`attn_lib.experiments.retrieve`
-    and redraws the three panels of :class:`attn_lib.plotting.RetrievalView`.
+    :func:`nb01_retrieval.library_query`, calls :func:`nb01_retrieval.retrieve`
+    and redraws the three panels of :class:`RetrievalView`.
 
     Args:
         query: initial amounts by feature name; default the article's reader
-            (:data:`attn_lib.data.ARTICLE_QUERY`: maths 1, deep learning 1).
+            (:data:`nb01_retrieval.ARTICLE_QUERY`: maths 1, deep learning 1).
         temperature: the initial temperature (one of :data:`RETRIEVAL_TEMPERATURES`).
         dpi: resolution of the PNG.
 
     Attributes:
         library: the books (keys (7, 4), values (7, 5)).
         query: (d_k,) = (4,) float32, the query currently shown.
-        result: the :class:`attn_lib.experiments.Retrieval` currently shown.
+        result: the :class:`nb01_retrieval.Retrieval` currently shown.
         view: the RetrievalView that draws it.
 
     Raises:
@@ -382,7 +382,7 @@ class RetrievalDashboard(Dashboard):
         self.update()
 
     def compute(self, query: torch.Tensor, temperature: float) -> Retrieval:
-        """The pure step: :func:`attn_lib.experiments.retrieve` on this library."""
+        """The pure step: :func:`nb01_retrieval.retrieve` on this library."""
         return retrieve(query, self.library.keys, self.library.values, temperature)
 
     def _show(self, query: torch.Tensor, temperature: float) -> None:

@@ -40,7 +40,7 @@ def short_and_long_tokens() -> Sentence:
     "short" = (0.3, 0.1) and "long" = (2.0, 0.5) point almost the same way, so
     short·long = 0.65 > short·short = 0.10: the short token scores the long one above
     itself. In high dimension a token usually scores itself highest (see
-    attn_lib.experiments.self_score_max_fraction), but that is not a theorem.
+    self_score_max_fraction), but that is not a theorem.
 
     Returns:
         :class:`Sentence` with tokens ("short", "long") and x (2, 2) float32.
@@ -211,7 +211,7 @@ def self_score_max_fraction(
     so as d grows each token almost always scores itself highest: scoring x against
     x directly mostly tells a token that it is itself. It is not a theorem (a short
     vector next to a long one in its direction loses; see
-    attn_lib.data.short_and_long_tokens). With Q Kᵀ, W_Q ≠ W_K breaks this.
+    short_and_long_tokens). With Q Kᵀ, W_Q ≠ W_K breaks this.
 
     Args:
         d: width of the tokens (≥ 1). L: tokens per sequence (≥ 2).

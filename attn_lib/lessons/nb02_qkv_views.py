@@ -34,7 +34,7 @@ from ._figures import (
 )
 from .nb02_qkv import BIAS_CHOICES, TokenQKV, token_qkv
 
-# How the series names the four bias settings of attn_lib.experiments.qkv_example.
+# How the series names the four bias settings of nb02_qkv.qkv_example.
 BIAS_LABELS = {"none": "no bias", "q": "bias on Q", "k": "bias on K", "v": "bias on V"}
 
 
@@ -207,7 +207,7 @@ def plot_token_qkv(
     """A static pyplot rendering of :class:`TokenQKVView` (end the cell with ``plt.show()``).
 
     Args:
-        result: e.g. ``attn_lib.experiments.token_qkv(x, i, bias)``.
+        result: e.g. ``nb02_qkv.token_qkv(x, i, bias)``.
         reference: the same token with ``bias="none"``.
         tokens: the L_k token labels.
         limits: y limits per field, default from these two results.
@@ -407,21 +407,21 @@ class TokenQKVDashboard(Dashboard):
     Controls: ``token`` (a Dropdown over the sentence's tokens; its value is the
     position i) and ``bias`` (ToggleButtons over "none", "q", "k", "v": which
     projection gets its bias vector). Every change looks up
-    :func:`attn_lib.experiments.token_qkv` for that token and setting (all L × 4
+    :func:`nb02_qkv.token_qkv` for that token and setting (all L × 4
     results are computed once, when the dashboard is built, which also fixes the y
     limits so that bars compare across settings) and redraws
-    :class:`attn_lib.plotting.TokenQKVView`: the setting as filled bars, the same
+    :class:`TokenQKVView`: the setting as filled bars, the same
     token without any bias as dashed outlines. A bias on K leaves the scores shifted
     by a constant and the weights unchanged; a bias on V leaves the weights unchanged
     and shifts the output by b_V; a bias on Q changes the weights.
 
     Args:
         index: the initial token position (negative counts from the end).
-        bias: the initial bias setting, one of :data:`attn_lib.experiments.BIAS_CHOICES`.
-        sentence: tokens and x (L, d_model); default :func:`attn_lib.data.qkv_sentence`.
+        bias: the initial bias setting, one of :data:`nb02_qkv.BIAS_CHOICES`.
+        sentence: tokens and x (L, d_model); default :func:`_examples.qkv_sentence`.
         bias_scale: multiplier of the bias vectors (1 = nn.Linear's init range
             U(±1/√d_model)); the default 3 makes a Q bias's effect easy to see.
-        d_k, d_v, seed: as :func:`attn_lib.experiments.qkv_example`.
+        d_k, d_v, seed: as :func:`nb02_qkv.qkv_example`.
         dpi: resolution of the PNG.
 
     Attributes:
@@ -432,7 +432,7 @@ class TokenQKVDashboard(Dashboard):
 
     Raises:
         IndexError: index out of range. ValueError: an unknown bias, a bias_scale
-            that is not > 0. ShapeError: as :func:`attn_lib.experiments.qkv_example`.
+            that is not > 0. ShapeError: as :func:`nb02_qkv.qkv_example`.
 
     Source: article section 2.1 (Q, K, V); torch.nn.Linear (bias=True by default).
     """

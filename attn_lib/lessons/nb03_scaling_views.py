@@ -103,7 +103,7 @@ def draw_saturation_curves(
     *,
     reference_lines: bool = True,
 ) -> dict[str, Line2D]:
-    """Draw one statistic of :func:`attn_lib.experiments.saturation_curves` against d_k.
+    """Draw one statistic of :func:`nb03_scaling.saturation_curves` against d_k.
 
     One line per scaling in ``curves``, in that scaling's :data:`SCALING_STYLES`; a
     log2 d_k axis; dotted reference lines for the uniform and one-hot rows where the
@@ -159,7 +159,7 @@ def plot_saturation_curves(
     """Statistics of saturation_curves against d_k, one panel per statistic, in a pyplot figure.
 
     Args:
-        curves: scaling → SaturationCurve, from :func:`attn_lib.experiments.saturation_curves`.
+        curves: scaling → SaturationCurve, from :func:`nb03_scaling.saturation_curves`.
         stats: the statistics to draw (see :func:`draw_saturation_curves`).
         suptitle: a title over the panels (default: rows, keys and temperature).
         panel_size: (width, height) of one panel in inches.
@@ -520,8 +520,8 @@ def plot_saturation_view(
     """A static pyplot rendering of the saturation dashboard for one setting.
 
     Args:
-        row: from :func:`attn_lib.experiments.saturation_row`.
-        curves: from :func:`attn_lib.experiments.saturation_curves` at the row's temperature,
+        row: from :func:`nb03_scaling.saturation_row`.
+        curves: from :func:`nb03_scaling.saturation_curves` at the row's temperature,
             with all three scalings.
         figsize: inches.
 
@@ -531,7 +531,7 @@ def plot_saturation_view(
     Raises:
         ValueError: as :meth:`SaturationView.update`.
 
-    Source: article section 2.2; the dashboard attn_lib.widgets.SaturationDashboard.
+    Source: article section 2.2; the dashboard SaturationDashboard.
     """
     first = next(iter(curves.values()))
     fig = plt.figure(figsize=figsize)  # SaturationView places its axes itself
@@ -560,12 +560,12 @@ class SaturationDashboard(Dashboard):
     Controls: ``d_k`` (a SelectionSlider over 1, 2, 4, …, 1024), ``scaling``
     (ToggleButtons: "none", "sqrt" = ÷√d_k, "linear" = ÷d_k) and ``temperature``
     (a SelectionSlider over :data:`SATURATION_TEMPERATURES`, an extra divisor of the
-    scores). A change looks up :func:`attn_lib.experiments.saturation_row` (one
-    query against L keys; cached) and redraws :class:`attn_lib.plotting.SaturationView`:
+    scores). A change looks up :func:`nb03_scaling.saturation_row` (one
+    query against L keys; cached) and redraws :class:`SaturationView`:
     the row's scores, its softmax weights and its Jacobian diag(p) − p pᵀ on top, and
     the median largest weight, median entropy, median ‖∂loss/∂q‖ and saturated
     fraction against d_k below, with the current point marked. The curves of
-    :func:`attn_lib.experiments.saturation_curves` are computed once per temperature,
+    :func:`nb03_scaling.saturation_curves` are computed once per temperature,
     for all three scalings at once: the initial temperature's when the dashboard is
     built, each other one the first time it is chosen (about 0.1 s), all cached
     across dashboards. An update only redraws the row panels, the curves' data and

@@ -218,10 +218,10 @@ def shape_walkthrough(
 ) -> ShapeWalkthrough:
     """Predict every shape of attention from the sizes, then run it on a sentence.
 
-    The queries come from the first L_q tokens of :data:`attn_lib.data.QKV_SENTENCE`
+    The queries come from the first L_q tokens of :data:`_examples.QKV_SENTENCE`
     ("a small cat sat on the mat", 7 tokens). In self-attention the keys and values
     come from the same tokens (L_k = L_q; the ``L_k`` argument is ignored); in
-    cross-attention from the first L_k tokens of :data:`attn_lib.data.CROSS_SENTENCE`
+    cross-attention from the first L_k tokens of :data:`CROSS_SENTENCE`
     (its French translation, 8 tokens), as when a model writing English looks up the
     French source. A batch holds B copies of the sentence. The module is
     :func:`seeded_attention` (untrained, so the weights show no real alignment).
@@ -438,7 +438,7 @@ def step_macs(
     Returns:
         {"Q", "K", "V", "scores", "output"} → Python ints.
 
-    Source: the cost model of attn_lib.experiments.attention_cost, for L_q ≠ L_k.
+    Source: the cost model of _experiments.attention_cost, for L_q ≠ L_k.
     """
     return {
         "Q": B * L_q * d_model * d_k,
@@ -498,7 +498,7 @@ def check_step_macs(fn: Callable, *, verbose: bool = True) -> CheckResult:
         "missing", "flops", "batch_missing", "pairs_only", "output_width", "value_width",
         "value_length", "key_length", "wrong_count".
 
-    Source: article section 1.2 (L² interactions); attn_lib.experiments.attention_cost.
+    Source: article section 1.2 (L² interactions); _experiments.attention_cost.
     """
     name = _name_of(fn)
     for sizes in _MAC_CASES:
@@ -576,7 +576,7 @@ def check_crossover_length(fn: Callable, *, verbose: bool = True) -> CheckResult
         "just_d_model", "scores_vs_qk", "scores_only", "flops_mixed", "squared",
         "wrong_value".
 
-    Source: attn_lib.experiments.crossover_length; article section 1.2.
+    Source: _experiments.crossover_length; article section 1.2.
     """
     name = _name_of(fn)
     for d_model, d_k, d_v in _CROSSOVER_CASES:

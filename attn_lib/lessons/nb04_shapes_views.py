@@ -53,7 +53,7 @@ class ShapeDiagramLimits:
     Attributes:
         B, L_q, L_k: largest batch size and lengths. d: largest of d_model, d_k, d_v.
 
-    Source: the bounds of :class:`attn_lib.widgets.ShapeDashboard`'s sliders.
+    Source: the bounds of :class:`ShapeDashboard`'s sliders.
     """
 
     B: int = 4
@@ -374,7 +374,7 @@ class ShapeWalkthroughView:
         return (result.mode, result.B is None)
 
     def update(self, result: ShapeWalkthrough) -> None:
-        """Show one setting (e.g. :func:`attn_lib.experiments.shape_walkthrough`).
+        """Show one setting (e.g. :func:`nb04_shapes.shape_walkthrough`).
 
         Raises:
             ValueError: a size beyond the view's limits.
@@ -483,7 +483,7 @@ def plot_shape_walkthrough(result: ShapeWalkthrough, *, annotate: bool = False) 
     """A static pyplot rendering of :class:`ShapeWalkthroughView` (end with ``plt.show()``).
 
     Args:
-        result: e.g. ``attn_lib.experiments.shape_walkthrough(2, 7, None, 10, 6, 4)``;
+        result: e.g. ``nb04_shapes.shape_walkthrough(2, 7, None, 10, 6, 4)``;
             its sizes must fit the default :class:`ShapeDiagramLimits`.
         annotate: write each weight in its heatmap cell.
 
@@ -509,7 +509,7 @@ def plot_shape_gallery(
 
     Args:
         results: e.g. a self- and a cross-attention
-            :func:`attn_lib.experiments.shape_walkthrough`; sizes within the default
+            :func:`nb04_shapes.shape_walkthrough`; sizes within the default
             :class:`ShapeDiagramLimits`.
         annotate: write each weight in its heatmap cell.
         suptitle: a title over all columns (default: none).
@@ -583,7 +583,7 @@ def plot_attention_cost(
     matrix (∝ L²), and, if given, of Q, K and V together (∝ L).
 
     Args:
-        curves: :func:`attn_lib.experiments.cost_curves` (L, projection_macs,
+        curves: :func:`nb04_shapes.cost_curves` (L, projection_macs,
             attention_macs, score_matrix_bytes, crossover).
         qkv_bytes: (n,) bytes of Q, K and V for each L, or None.
         title: a title over both panels.
@@ -592,7 +592,7 @@ def plot_attention_cost(
     Returns:
         The pyplot figure (end the cell with ``plt.show()``).
 
-    Source: Vaswani et al. 2017, Table 1; the cost model of attn_lib.experiments.attention_cost.
+    Source: Vaswani et al. 2017, Table 1; the cost model of _experiments.attention_cost.
     """
     L = _to_numpy(curves.L).astype(float)
     projections = _to_numpy(curves.projection_macs)
@@ -641,7 +641,7 @@ class ShapeDashboard(Dashboard):
     Controls: ``B`` (1 … 4), ``L_q`` (1 … 7), ``L_k`` (1 … 8, used in cross-attention
     only; disabled in self-attention, where L_k = L_q), ``d_model``, ``d_k``, ``d_v``
     (1 … 12) and ``mode`` ("self" or "cross"). Every change calls
-    :func:`attn_lib.experiments.shape_walkthrough` and redraws, in one figure, the
+    :func:`nb04_shapes.shape_walkthrough` and redraws, in one figure, the
     projections and the attention as boxes whose sides are the matrices' sizes, the
     shape table, and the weights of batch element 0 as a heatmap with token labels
     (keys from the French sentence in cross-attention).
@@ -651,8 +651,8 @@ class ShapeDashboard(Dashboard):
         dpi: resolution of the PNG.
 
     Attributes:
-        result: the :class:`attn_lib.experiments.ShapeWalkthrough` currently shown.
-        view: the :class:`attn_lib.plotting.ShapeWalkthroughView` that draws it.
+        result: the :class:`nb04_shapes.ShapeWalkthrough` currently shown.
+        view: the :class:`ShapeWalkthroughView` that draws it.
 
     Raises:
         ValueError: an initial value outside the sliders' bounds, or an unknown mode.

@@ -17,7 +17,7 @@ class ArticleExampleDashboard(Dashboard):
 
     Controls: ``batch`` (0 or 1), ``mask`` ("none", "padding" with lengths (4, 2),
     "causal"), ``scaled`` (True: scores ÷ √d_k, False: none). Every change calls
-    :func:`attn_lib.data.example_setting` and redraws a heatmap of the (4, 4)
+    :func:`nb05_module.example_setting` and redraws a heatmap of the (4, 4)
     weights (masked cells grey with "×") beside a bar chart of the row sums.
 
     Args:

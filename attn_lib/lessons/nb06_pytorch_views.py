@@ -231,7 +231,7 @@ class ConventionView:
         return keys
 
     def update(self, result: ConventionResult) -> None:
-        """Show one setting (see :func:`attn_lib.data.convention_setting`)."""
+        """Show one setting (see :func:`nb06_pytorch.convention_setting`)."""
         L = self.L
         keep = _as_numpy_2d(result.keep, "keep").astype(bool)
         blocked = _as_numpy_2d(result.passed_blocked, "passed_blocked").astype(bool)
@@ -354,7 +354,7 @@ def plot_convention_setting(
     """A static pyplot rendering of one mask-convention setting (the dashboard's view).
 
     Args:
-        result: e.g. :func:`attn_lib.data.convention_setting`.
+        result: e.g. :func:`nb06_pytorch.convention_setting`.
         figsize: inches.
 
     Returns:
@@ -374,7 +374,7 @@ def plot_convention_gallery(
     """Several mask-convention settings, one row of four panels each (a static gallery).
 
     Args:
-        results: settings from :func:`attn_lib.data.convention_setting`.
+        results: settings from :func:`nb06_pytorch.convention_setting`.
         panel_height: inches per row.
         width: inches.
 
@@ -398,12 +398,12 @@ def plot_convention_gallery(
 class MaskConventionDashboard(Dashboard):
     """Notebook 06's dashboard: how a mask is passed → attn_lib's, MHA's and SDPA's weights.
 
-    Controls: ``convention`` (a Dropdown over :data:`attn_lib.data.MASK_CONVENTIONS`:
+    Controls: ``convention`` (a Dropdown over :data:`nb06_pytorch.MASK_CONVENTIONS`:
     the article's keep-mask, MHA's attn_mask, MHA's key_padding_mask, SDPA's bool
     mask, SDPA's additive mask, or the keep-mask passed to MHA unconverted "by
     mistake"), ``mask`` ("none", "padding", "causal", "fully masked row") and
     ``sequence`` (0 or 1). Every change calls
-    :func:`attn_lib.data.convention_setting` and redraws the tensor as passed and the
+    :func:`nb06_pytorch.convention_setting` and redraws the tensor as passed and the
     three (4, 4) heatmaps, with each one's max |Δ| against attn_lib in its title and
     NaN cells hatched red.
 

@@ -393,7 +393,7 @@ def plot_mask_setting(
     """A static pyplot rendering of one mask-dashboard setting (the dashboard's view).
 
     Args:
-        result: e.g. :func:`attn_lib.experiments.mask_setting`.
+        result: e.g. :func:`nb07_masks.mask_setting`.
         figsize: inches.
         annotate: write every cell's weight (the dashboard itself only marks the cells).
 
@@ -420,7 +420,7 @@ def plot_mask_gallery(
     """One sequence of the batch under several settings, side by side on the same 0–1 scale.
 
     Args:
-        results: settings (e.g. from :func:`attn_lib.experiments.mask_setting`).
+        results: settings (e.g. from :func:`nb07_masks.mask_setting`).
         batch_index: which sequence to show.
         labels: the first title line of each panel (the setting's name).
         suptitle: a title over all panels.
@@ -482,8 +482,8 @@ class MaskDashboard(Dashboard):
 
     Controls: ``length_0``, ``length_1``, ``length_2`` (1..6), ``causal`` (False /
     True), ``padding`` ("right" / "left"), ``fill`` (see
-    :data:`attn_lib.experiments.MASK_FILLS`), ``dtype`` ("float32", "float16",
-    "bfloat16"). Every change calls :func:`attn_lib.experiments.mask_setting`.
+    :data:`nb07_masks.MASK_FILLS`), ``dtype`` ("float32", "float16",
+    "bfloat16"). Every change calls :func:`nb07_masks.mask_setting`.
 
     Args:
         lengths: the initial lengths of the 3 sequences.

@@ -166,7 +166,7 @@ def plot_dropout_setting(
     """A static pyplot rendering of one dropout setting, as the dashboard shows it.
 
     Args:
-        setting: e.g. :func:`attn_lib.data.dropout_setting`.
+        setting: e.g. :func:`nb08_pitfalls.dropout_setting`.
         figsize: inches.
 
     Returns:
@@ -190,7 +190,7 @@ def plot_dropout_gallery(
     """Several dropout settings side by side: heatmaps on top, their row sums below.
 
     Args:
-        settings: e.g. a few :func:`attn_lib.data.dropout_setting` results.
+        settings: e.g. a few :func:`nb08_pitfalls.dropout_setting` results.
         titles: one short title per column; default each setting's title.
         suptitle: a title over all panels.
         panel_width: width of one column in inches.
@@ -368,7 +368,7 @@ class SoftmaxOverflowView:
         return next((top for top in (15.0, 30.0, 60.0, 120.0) if need <= top), need)
 
     def update(self, result: SoftmaxOverflow) -> None:
-        """Show one :class:`attn_lib.experiments.SoftmaxOverflow` result."""
+        """Show one :class:`nb08_pitfalls.SoftmaxOverflow` result."""
         scores = result.scores.float().numpy()
         for bar, s in zip(self.score_bars.patches, scores, strict=True):
             bar.set_height(float(s))
@@ -431,7 +431,7 @@ class DropoutDashboard(Dashboard):
 
     Controls: ``p`` (0 … 0.6, step 0.05), ``placement`` ("after softmax", "before
     softmax", "none"), ``training`` (True for ``model.train()``, False for
-    ``model.eval()``). Every change calls :func:`attn_lib.data.dropout_setting` and
+    ``model.eval()``). Every change calls :func:`nb08_pitfalls.dropout_setting` and
     redraws the weights of sequence 0 (dropped cells outlined in red) beside their row
     sums (orange where a sum is not 1, a dashed line at 1).
 
@@ -495,8 +495,8 @@ class SoftmaxOverflowDashboard(Dashboard):
     """A naive softmax against the max trick as the scores grow, in float32 or float16.
 
     Controls: ``largest`` (the row's largest score, 0 … 100, step 0.25; the row is
-    largest + :data:`attn_lib.experiments.OVERFLOW_OFFSETS`) and ``dtype`` ("float32",
-    "float16"). Every change calls :func:`attn_lib.experiments.softmax_overflow` and
+    largest + :data:`nb08_pitfalls.OVERFLOW_OFFSETS`) and ``dtype`` ("float32",
+    "float16"). Every change calls :func:`nb08_pitfalls.softmax_overflow` and
     redraws the scores with the overflow line at log(finfo(dtype).max), and the two
     softmaxes' weights side by side (NaN as a red hatched bar).
 

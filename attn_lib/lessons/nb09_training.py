@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ..core import scaled_dot_product_attention
-from ..exercises import check_init_like_scaled as _check_init_like_scaled
-from ..exercises import check_stalling_settings as _check_stalling_settings
 from ..shapes import check_size
 from ..softmax import entropy, softmax_jacobian
 from ._checking import recording
+from .nb09_training_checkers import check_init_like_scaled as _check_init_like_scaled
+from .nb09_training_checkers import check_stalling_settings as _check_stalling_settings
 
 __all__ = [
     "DEFAULT_D_KS",

@@ -45,7 +45,6 @@ from ._checking import (
 )
 from ._experiments import _choice, _dim, _dims, _generator, _int
 
-# (scaled_dot_product_attention is imported above, with notebook 07's section.)
 # The dashboard's grids: sequence lengths, query/key widths and key-block sizes.
 COST_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
 COST_D_KS = (16, 32, 64, 128, 256)
@@ -860,7 +859,7 @@ _SCORE_BYTES_CASES = (
 def score_matrix_bytes(B: int, L: int, dtype: torch.dtype) -> int:
     """Bytes of one (B, L, L) score matrix: B·L²·(bytes per element of dtype).
 
-    Source: attn_lib.experiments.attention_cost (score_matrix_bytes).
+    Source: _experiments.attention_cost (score_matrix_bytes).
     """
     return B * L * L * torch.empty((), dtype=dtype).element_size()
 
@@ -881,7 +880,7 @@ def check_score_matrix_bytes(fn: Callable, *, verbose: bool = True) -> CheckResu
         "numbers_not_bytes", "bits", "batch_missing", "linear_in_L", "scores_and_weights",
         "always_4_bytes", "mib", "megabytes", "wrong_value".
 
-    Source: attn_lib.experiments.attention_cost; article section 1.2.
+    Source: _experiments.attention_cost; article section 1.2.
     """
     name = _name_of(fn)
     for B, L, dtype in _SCORE_BYTES_CASES:

@@ -101,7 +101,7 @@ def walk_step_text(walk: OnlineSoftmaxWalk, step: int) -> str:
     """The numbers of one step of the walk, as the dashboard's text panel shows them.
 
     Args:
-        walk: from :func:`attn_lib.experiments.online_softmax_walk`.
+        walk: from :func:`nb10_cost.online_softmax_walk`.
         step: 0-based index of the key block.
 
     Returns:
@@ -339,8 +339,8 @@ def plot_chunked_setting(
     """A static pyplot rendering of one setting of the chunked-attention dashboard.
 
     Args:
-        setting: :func:`attn_lib.experiments.memory_setting`.
-        walk: :func:`attn_lib.experiments.online_softmax_walk` (e.g. at setting.walk_block).
+        setting: :func:`nb10_cost.memory_setting`.
+        walk: :func:`nb10_cost.online_softmax_walk` (e.g. at setting.walk_block).
         step: 0-based block index of the walk.
         figsize: inches.
 
@@ -364,7 +364,7 @@ def plot_walk_gallery(
     """The walk's steps side by side: scores with the running max, and the running output.
 
     Args:
-        walk: :func:`attn_lib.experiments.online_softmax_walk`.
+        walk: :func:`nb10_cost.online_softmax_walk`.
         steps: 0-based steps to show (default all, at most 8).
         panel_size: inches per column.
 
@@ -432,7 +432,7 @@ def plot_memory_vs_length(
     """Bytes each method holds at once against L, log-log, with the fitted slopes.
 
     Args:
-        table: :func:`attn_lib.experiments.memory_table`.
+        table: :func:`nb10_cost.memory_table`.
         min_length: the slopes are fitted over L ≥ this.
         title: the figure title (default: names d_k and the block size).
         figsize: inches.
@@ -470,7 +470,7 @@ def plot_attention_timings(
     """Measured time per call against L, log-log, with fitted slopes and a slope-2 guide.
 
     Args:
-        timings: :func:`attn_lib.experiments.time_attention`.
+        timings: :func:`nb10_cost.time_attention`.
         min_length: the slopes are fitted over L ≥ this.
         figsize: inches.
 
@@ -513,11 +513,11 @@ class ChunkedAttentionDashboard(Dashboard):
     Controls: ``L`` (256 … 8192, powers of two), ``d_k`` (16 … 256, d_v = d_k),
     ``block_size`` (1 … 2048 keys, powers of two; used as min(block_size, L)) and
     ``step`` (1 … the number of blocks of the walk). A change calls
-    :func:`attn_lib.experiments.memory_setting` (cached) and
-    :func:`attn_lib.experiments.online_softmax_walk` (the walk example's 16 keys split
+    :func:`nb10_cost.memory_setting` (cached) and
+    :func:`nb10_cost.online_softmax_walk` (the walk example's 16 keys split
     into as many blocks as the setting has, at most 16: see
-    :func:`attn_lib.experiments.walk_block_size`; cached per block size), and redraws
-    :class:`attn_lib.plotting.ChunkedAttentionView`: bytes against L with the current L
+    :func:`nb10_cost.walk_block_size`; cached per block size), and redraws
+    :class:`ChunkedAttentionView`: bytes against L with the current L
     marked, the three methods at L as bars, and one step of the online softmax (scores,
     running max, the step's numbers, running output against the final output). When L
     or the block size changes the number of steps, the step slider's range follows

@@ -24,10 +24,10 @@ from helpers import (
 )
 from matplotlib.figure import Figure
 
-from attn_lib.exercises import check_init_like_scaled, check_stalling_settings
 from attn_lib.lessons import nb09_training as training
 from attn_lib.lessons import nb09_training_views as plotting
 from attn_lib.lessons._dashboard import control_values
+from attn_lib.lessons.nb09_training_checkers import check_init_like_scaled, check_stalling_settings
 from attn_lib.lessons.nb09_training_views import TrainingDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")

@@ -1,15 +1,7 @@
-"""Checkers for the "check yourself" exercises: run the reader's code, name the mistake in words.
+"""Notebook 09's checkers (torch only): reading the table of runs, an init that undoes the scale.
 
-Each checker runs the reader's function on a few seeded cases, compares it with
-attn_lib's reference, and prints a short paragraph: what passed, or which classic
-mistake the result matches (÷d_k instead of ÷√d_k, softmax over the wrong dim,
-an inverted mask, …) and how to fix it. It returns a :class:`CheckResult`, which
-is truthy only when everything passed, so a notebook can ``assert`` it.
-
-Shapes in the cases are all different (B ≠ L_q ≠ L_k ≠ d_k ≠ d_v) so that a
-transpose on the wrong dims cannot hide behind equal sizes.
-
-Shape legend: B batch, L_q query length, L_k key length, d_k, d_v.
+Used by notebook 09 (Does scaling matter in training?), section "12 · Check yourself", through
+``nb09_training``, which records each attempt before a solution is shown.
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from .lessons._checking import (
+from ._checking import (
     _SEED,
     CheckResult,
     _call,
@@ -31,42 +23,6 @@ from .lessons._checking import (
     _raised,
     _short,
 )
-
-__all__ = [
-    "CheckResult",
-    "check_init_like_scaled",
-    "check_stalling_settings",
-]
-
-
-# --- attention ----------------------------------------------------------------------------
-
-
-# --- masks --------------------------------------------------------------------------------
-
-
-# --- notebook 02: queries, keys and values ------------------------------------------------
-
-
-# --- notebooks 00 and 01: shapes, retrieval, permutations, path lengths --------------------
-
-
-# --- notebook 03: the scale, the entropy of a row, the softmax Jacobian --------------------
-
-
-# --- notebook 07: masked weights, a batch's mask from lengths, a masked loss ------------------
-
-
-# --- notebook 06: checking against PyTorch (article section 3.4) ---------------------------
-
-
-# --- notebook 08: a stable softmax, attention on 4-D heads, evaluation without dropout ----
-
-
-# --- notebook 04: the shapes of one setting, multiply-adds per step, the crossover length ---
-
-
-# --- notebook 09: reading the training table; an init that undoes the scale -----------------
 
 _SUMMARY_FLOATS = ("final_loss", "final_entropy", "max_rebound", "grad_early", "grad_late")
 
@@ -355,6 +311,3 @@ def check_init_like_scaled(fn: Callable, *, verbose: bool = True) -> CheckResult
                    f"the scaled scores of W_Q by up to {gap:.3g}. The scores (x Wᵀ)·k are "
                    f"linear in W, so a single factor does it: which one makes them √d_k times "
                    f"smaller?", verbose)  # fmt: skip
-
-
-# --- notebook 10: one online-softmax step; the bytes of a score matrix ---------------------
