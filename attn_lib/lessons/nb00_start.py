@@ -6,6 +6,10 @@ Used by notebook 00 (Start here), sections "3 · Your environment", "5 · Check 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from ..core import scaled_dot_product_attention
 from ..shapes import shape_trace
@@ -23,6 +27,31 @@ from ._checking import (
     _sizes_text,
     _tensors,
 )
+
+
+def pinned_versions(requirements: Path) -> dict[str, str] | None:
+    """The exact pins of a requirements file that apply on this machine: {name: version}.
+
+    Lines with an environment marker (requirements.txt pins torch's CPU build on Linux x86-64
+    only) count where the marker holds, as pip reads them; options and other lines are
+    skipped. None when the file is missing (a copy of the notebook outside the repository).
+    """
+    if not requirements.is_file():
+        return None
+    pins = {}
+    for raw in requirements.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#")[0].strip()
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:  # options (-e ., --find-links …) and blank lines
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        exact = [s.version for s in requirement.specifier if s.operator == "=="]
+        if exact:
+            pins[canonicalize_name(requirement.name)] = exact[0]
+    return pins
+
 
 SHAPE_NAMES = ("Q", "K", "V", "scores", "weights", "output")
 # (B, L_q, L_k, d_model, d_k, d_v): cross-attention first; every case has d_v ≠ d_k.

@@ -216,3 +216,17 @@ def test_attention_inputs_stub():
         raise NotImplementedError
 
     assert check_attention_inputs(make_inputs, verbose=False).mistake == "not_written"
+
+
+def test_pinned_versions_reads_markers_as_pip_does(tmp_path):
+    from attn_lib.lessons.nb00_start import pinned_versions
+
+    req = tmp_path / "requirements.txt"
+    req.write_text(
+        "--find-links https://example.invalid/torch/\n"
+        'torch==2.13.0+cpu ; sys_platform == "nowhere"\n'
+        'torch==2.13.0 ; sys_platform != "nowhere"  # this one applies\n'
+        "numpy==2.4.6\n-e .\n"
+    )
+    assert pinned_versions(req) == {"torch": "2.13.0", "numpy": "2.4.6"}
+    assert pinned_versions(tmp_path / "missing.txt") is None
