@@ -210,7 +210,7 @@ def check_float_tensor(name: str, t: object) -> torch.Tensor:
     return t
 
 
-# True while a check reads a tensor: attn_lib.experiments.matmul_flops does not count the
+# True while a check reads a tensor: attn_lib.lessons.nb10_cost.matmul_flops does not count the
 # checks' dot products as the computation's work (neither does FlopCounterMode: it counts no
 # dot product at all).
 VALIDATING: contextvars.ContextVar[bool] = contextvars.ContextVar(

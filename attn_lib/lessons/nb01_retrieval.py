@@ -566,7 +566,7 @@ def check_retrieve(fn: Callable, *, verbose: bool = True) -> CheckResult:
         return _finish(False, code, f"Not yet (case '{desc}'). {why}", verbose)
 
     return _passed(
-        f"{name} gives the same weights and blend as attn_lib.experiments.retrieve "
+        f"{name} gives the same weights and blend as attn_lib.lessons.nb01_retrieval.retrieve "
         f"on all {len(outcomes)} cases, at temperatures from 0.2 to 2.",
         verbose,
     )

@@ -318,7 +318,7 @@ def make_retrieval_data(
     seeds = _check_seeds(seeds, 1, 0)
     steps = _check_int("steps", steps, 1)
     per_seed = [
-        _make_tasks(_generator("attn_lib.training/data", s), (steps, task.batch_size), task)
+        _make_tasks(_generator("attn_lib.lessons.nb09_training/data", s), (steps, task.batch_size), task)
         for s in seeds
     ]
     keys, queries, values, target = (torch.stack(parts, dim=1) for parts in zip(*per_seed))
@@ -333,7 +333,7 @@ def retrieval_eval_example(task: RetrievalTask | None = None) -> tuple[torch.Ten
         task puts its weight on the diagonal of the (L_q, L_k) = (L, L) weights.
     """
     task = RetrievalTask() if task is None else task
-    g = _generator("attn_lib.training/eval")
+    g = _generator("attn_lib.lessons.nb09_training/eval")
     L, m = task.n_keys, task.d_model
     keys = _unit_variance_rows(torch.randn(L, m, generator=g, dtype=DTYPE))
     queries = _unit_variance_rows(keys + task.noise * torch.randn(L, m, generator=g, dtype=DTYPE))
@@ -655,7 +655,7 @@ def _init_weights(seeds: tuple[int, ...], d_k: int, d_model: int) -> tuple[torch
     """
     wq, wk = [], []
     for s in seeds:
-        g = _generator("attn_lib.training/init", s, d_k, d_model)
+        g = _generator("attn_lib.lessons.nb09_training/init", s, d_k, d_model)
         wq.append(torch.randn(d_k, d_model, generator=g, dtype=DTYPE) / math.sqrt(d_model))
         wk.append(torch.randn(d_k, d_model, generator=g, dtype=DTYPE) / math.sqrt(d_model))
     return torch.stack(wq), torch.stack(wk)
@@ -671,7 +671,7 @@ def initial_weights(seed: int, d_k: int, task: RetrievalTask | None = None) -> t
 def _twin(w_q0: torch.Tensor, seeds: tuple[int, ...], d_k: int) -> torch.Tensor:
     """W_Q's initial draw, each entry moved by a relative TWIN_GAP (its own generator)."""
     noise = [
-        torch.randn(w_q0.shape[1:], generator=_generator("attn_lib.training/twin", s, d_k),
+        torch.randn(w_q0.shape[1:], generator=_generator("attn_lib.lessons.nb09_training/twin", s, d_k),
                     dtype=DTYPE)
         for s in seeds
     ]

@@ -153,7 +153,7 @@ def plot_retrieval_task(
     Raises:
         ValueError: shapes that do not fit together, or a target outside [0, L).
 
-    Source: notebook 09 of this series (the task of attn_lib.training).
+    Source: notebook 09 of this series (the task of attn_lib.lessons.nb09_training).
     """
     k, q, v = _to_numpy(keys), _to_numpy(query), _to_numpy(values)
     if k.ndim != 2 or q.shape != (k.shape[1],) or v.ndim != 2 or v.shape[0] != k.shape[0]:
@@ -555,7 +555,7 @@ class RunOverviewView:
         ]  # fmt: skip
 
     def update(self, overview: RunOverview) -> None:
-        """Show one RunOverview (from :func:`attn_lib.training.run_overview`)."""
+        """Show one RunOverview (from :func:`attn_lib.lessons.nb09_training.run_overview`)."""
         band = overview.loss_band.numpy()  # (3, steps)
         lower, upper = np.clip(band[0], *_LOSS_YLIM), np.clip(band[2], *_LOSS_YLIM)
         verts = np.concatenate([np.stack([self.t, lower], 1), np.stack([self.t, upper], 1)[::-1]])
@@ -581,7 +581,7 @@ def plot_run_overview(overview: RunOverview, settings: Sequence[str], n_keys: in
     """A static pyplot rendering of :class:`RunOverviewView` (notebook 09's dashboard).
 
     Args:
-        overview: from :func:`attn_lib.training.run_overview`.
+        overview: from :func:`attn_lib.lessons.nb09_training.run_overview`.
         settings: the settings drawn as median lines (those of the experiment).
         n_keys: L.
         figsize: inches.
@@ -646,9 +646,9 @@ class TrainingDashboard(Dashboard):
 
     Controls: ``d_k`` (ToggleButtons over ``experiment.d_ks``) and ``setting``
     (ToggleButtons over ``experiment.settings``). A change looks up
-    :func:`attn_lib.training.run_overview` for the pair (precomputed for every pair when
+    :func:`attn_lib.lessons.nb09_training.run_overview` for the pair (precomputed for every pair when
     the dashboard is built: no training happens in a callback) and redraws
-    :class:`attn_lib.plotting.RunOverviewView`: the median smoothed loss of every setting at
+    :class:`attn_lib.lessons.nb09_training_views.RunOverviewView`: the median smoothed loss of every setting at
     that d_k, the chosen one bold with its interquartile band, and the weights its median
     seed learned on the evaluation example.
 
