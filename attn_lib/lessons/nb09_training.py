@@ -214,6 +214,11 @@ def _derive_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
+# The random streams' names are part of the seeds, not a module path: renaming them changes
+# every task, starting weight and twin, so every number notebook 09 shows.
+_STREAMS = "attn_lib.training"
+
+
 def _generator(*parts: object) -> torch.Generator:
     return torch.Generator().manual_seed(_derive_seed(*parts))
 
@@ -318,7 +323,7 @@ def make_retrieval_data(
     seeds = _check_seeds(seeds, 1, 0)
     steps = _check_int("steps", steps, 1)
     per_seed = [
-        _make_tasks(_generator("attn_lib.lessons.nb09_training/data", s), (steps, task.batch_size), task)
+        _make_tasks(_generator(f"{_STREAMS}/data", s), (steps, task.batch_size), task)
         for s in seeds
     ]
     keys, queries, values, target = (torch.stack(parts, dim=1) for parts in zip(*per_seed))
@@ -333,7 +338,7 @@ def retrieval_eval_example(task: RetrievalTask | None = None) -> tuple[torch.Ten
         task puts its weight on the diagonal of the (L_q, L_k) = (L, L) weights.
     """
     task = RetrievalTask() if task is None else task
-    g = _generator("attn_lib.lessons.nb09_training/eval")
+    g = _generator(f"{_STREAMS}/eval")
     L, m = task.n_keys, task.d_model
     keys = _unit_variance_rows(torch.randn(L, m, generator=g, dtype=DTYPE))
     queries = _unit_variance_rows(keys + task.noise * torch.randn(L, m, generator=g, dtype=DTYPE))
@@ -655,7 +660,7 @@ def _init_weights(seeds: tuple[int, ...], d_k: int, d_model: int) -> tuple[torch
     """
     wq, wk = [], []
     for s in seeds:
-        g = _generator("attn_lib.lessons.nb09_training/init", s, d_k, d_model)
+        g = _generator(f"{_STREAMS}/init", s, d_k, d_model)
         wq.append(torch.randn(d_k, d_model, generator=g, dtype=DTYPE) / math.sqrt(d_model))
         wk.append(torch.randn(d_k, d_model, generator=g, dtype=DTYPE) / math.sqrt(d_model))
     return torch.stack(wq), torch.stack(wk)
@@ -671,7 +676,7 @@ def initial_weights(seed: int, d_k: int, task: RetrievalTask | None = None) -> t
 def _twin(w_q0: torch.Tensor, seeds: tuple[int, ...], d_k: int) -> torch.Tensor:
     """W_Q's initial draw, each entry moved by a relative TWIN_GAP (its own generator)."""
     noise = [
-        torch.randn(w_q0.shape[1:], generator=_generator("attn_lib.lessons.nb09_training/twin", s, d_k),
+        torch.randn(w_q0.shape[1:], generator=_generator(f"{_STREAMS}/twin", s, d_k),
                     dtype=DTYPE)
         for s in seeds
     ]
@@ -827,7 +832,7 @@ def _train(
     eval_keys, eval_queries = retrieval_eval_example(task)
     eval_q, eval_k = eval_queries.expand(2 * R, L, m), eval_keys.expand(2 * R, L, m)
     with torch.no_grad():
-        eval_init = _weights(eval_q, eval_k, w_q, w_k, scale)  # (R, L, L)
+        eval_init = _weights(eval_q, eval_k, w_q, w_k, scale)  # (2R, L, L)
 
     R2 = 2 * R
     loss_log = torch.empty(steps, R2, dtype=DTYPE)
@@ -851,7 +856,7 @@ def _train(
         # out (2R, B, 1, d_v), weights (2R, B, 1, L)
         weights.retain_grad()  # for the gradient that reaches each row's scores
         wanted = values.gather(2, target[..., None, None].expand(R2, B, 1, task.d_v))
-        per_row_loss = ((out - wanted) ** 2).mean(dim=(1, 2, 3))  # (R,)
+        per_row_loss = ((out - wanted) ** 2).mean(dim=(1, 2, 3))  # (2R,)
         # Summed over rows: row r's gradient is ∂loss[r]/∂(its own slice) only.
         per_row_loss.sum().backward()
         with torch.no_grad():
