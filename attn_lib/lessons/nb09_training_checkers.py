@@ -28,7 +28,7 @@ _SUMMARY_FLOATS = ("final_loss", "final_entropy", "max_rebound", "grad_early", "
 
 
 def _summary_row(setting: str, d_k: int, n_seeds: int, n_never: int, n_relapsed: int) -> dict:
-    """A row shaped like attn_lib.lessons.nb09_training.TrainingRun.summary(), consistent in itself."""
+    """A row shaped like attn_lib.lessons.nb09_training_runs.TrainingRun.summary(), consistent in itself."""
     reached = n_seeds - n_never
     lower_median_index = (n_seeds - 1) // 2  # the lower median of the sorted steps
     median_steps = None if reached <= lower_median_index else 20 + 5 * n_relapsed
@@ -104,7 +104,7 @@ def check_stalling_settings(fn: Callable, *, verbose: bool = True) -> CheckResul
     """Check a function that reads notebook 09's summary table: which settings stall at a d_k.
 
     ``fn(summary, d_k)`` receives a list of dicts shaped like
-    ``attn_lib.lessons.nb09_training.TrainingRun.summary()`` (keys "setting", "d_k", "n_never",
+    ``attn_lib.lessons.nb09_training_runs.TrainingRun.summary()`` (keys "setting", "d_k", "n_never",
     "n_relapsed", "n_seeds", "stall_fraction", "median_steps", …) and a d_k, and must
     return the settings (a list, tuple or set of names; order free) whose runs at that
     d_k stall in at least half the seeds, a run being stalled when it never reached the

@@ -7,6 +7,7 @@ dashboard (section "The dashboard"). The runs come from ``nb09_training``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -30,12 +31,9 @@ from ._figures import (
     new_figure,
     update_attention_heatmap,
 )
-from .nb09_training import (
-    SETTING_LABELS,
-    RunOverview,
+from .nb09_training_runs import (
     ScalingExperiment,
     TrainingRun,
-    run_overview,
 )
 
 # One style per training setting, the same in every figure of notebook 09; the colours of
@@ -57,6 +55,168 @@ VECTOR_CMAP = "RdBu_r"
 _EXTRA_COLORS = ("#E69F00", "#009E73", "#56B4E9")
 _LOSS_YLIM = (5e-4, 3.0)  # every smoothed-loss quantile of notebook 09 lies in this range
 _TARGET_EDGE = "black"
+
+
+# ---------------------------------------------------------------------- tables, overviews
+
+SETTING_LABELS = {
+    "scaled": "scaled (÷√d_k)",
+    "unscaled": "unscaled",
+    "unscaled_init": "unscaled, W_Q init ÷√d_k",
+    "unscaled_reparam": "unscaled, W_Q init and step ÷√d_k",
+}
+
+
+@dataclass(frozen=True)
+class RunOverview:
+    """What notebook 09's dashboard shows for one (setting, d_k) of a ScalingExperiment.
+
+    Attributes:
+        setting, d_k: the run shown.
+        steps: number of steps of every run.
+        loss_band: (3, steps), float32, the lower quartile, median and upper quartile over
+            seeds of the smoothed loss (trailing mean over ``window`` steps).
+        medians: {setting: (steps,) float32} the median smoothed loss of every setting of
+            the experiment at this d_k (the one shown included), for comparison.
+        seed: the seed whose learned weights are shown: a run with the outcome of most
+            runs (``TrainingRun.typical_seed``). seed_outcome: "stalled" or "learned".
+        weights: (L, L), float64, that seed's weights on ``retrieval_eval_example`` after
+            training (rows: queries, query i a noisy copy of key i; columns: keys).
+        n_seeds, n_reached, n_never, n_relapsed, n_stalled: counts over seeds (reached:
+            the smoothed loss got to the threshold at some step; never: it did not;
+            relapsed: reached, but above the threshold again at the end; stalled = never +
+            relapsed).
+        median_steps: the (lower) median number of updates to reach the threshold, a
+            "never" counted as later than any step; None when that median is a "never".
+        threshold, baseline: the task's loss threshold and uniform-weights loss.
+
+    Source: notebook 09 of this series; article section 4.3.
+    """
+
+    setting: str
+    d_k: int
+    steps: int
+    loss_band: torch.Tensor
+    medians: dict[str, torch.Tensor]
+    seed: int
+    seed_outcome: str
+    weights: torch.Tensor
+    n_seeds: int
+    n_reached: int
+    n_never: int
+    n_relapsed: int
+    n_stalled: int
+    median_steps: int | None
+    threshold: float
+    baseline: float
+
+    @property
+    def title(self) -> str:
+        """One line: the run, its stalled count and its median steps to the threshold."""
+        steps = "never" if self.median_steps is None else f"{self.median_steps} steps"
+        return (
+            f"{SETTING_LABELS[self.setting]}, d_k = {self.d_k}: {self.n_stalled}/{self.n_seeds} "
+            f"runs stalled; median time to the threshold: {steps}"
+        )
+
+
+def run_overview(experiment: ScalingExperiment, setting: str, d_k: int) -> RunOverview:
+    """Summarise one (setting, d_k) of an experiment for a figure: bands, counts, a heatmap.
+
+    Pure: reads the stored runs, trains nothing.
+
+    Args:
+        experiment: from ``run_scaling_experiment``.
+        setting: one of ``experiment.settings``.
+        d_k: one of ``experiment.d_ks``.
+
+    Returns:
+        RunOverview.
+
+    Raises:
+        ValueError: a setting or d_k that the experiment did not run.
+
+    Source: notebook 09 of this series.
+    """
+    if setting not in experiment.settings:
+        raise ValueError(
+            f"setting {setting!r} was not run in this experiment; choose one of "
+            f"{experiment.settings}."
+        )
+    if d_k not in experiment.d_ks:
+        raise ValueError(
+            f"d_k = {d_k!r} was not run in this experiment; choose one of {experiment.d_ks}."
+        )
+    run = experiment[setting, d_k]
+    index = run.typical_seed()
+    row = run.summary()
+    medians = {s: experiment[s, d_k].band("loss", (0.5,))[0] for s in experiment.settings}
+    n_stalled = row["n_never"] + row["n_relapsed"]
+    return RunOverview(
+        setting=setting,
+        d_k=d_k,
+        steps=run.steps,
+        loss_band=run.band("loss"),
+        medians=medians,
+        seed=run.seeds[index],
+        seed_outcome="stalled" if float(run.final_loss()[index]) > run.task.threshold else "learned",
+        weights=run.eval_weights[index].clone(),
+        n_seeds=run.n_seeds,
+        n_reached=run.n_seeds - row["n_never"],
+        n_never=row["n_never"],
+        n_relapsed=row["n_relapsed"],
+        n_stalled=n_stalled,
+        median_steps=row["median_steps"],
+        threshold=run.task.threshold,
+        baseline=run.task.baseline,
+    )
+
+
+def summary_table(rows: Sequence[dict[str, object]], *, show_lr: bool = False) -> str:
+    """Format ``robust_summary()`` rows as a fixed-width text table, counts as k/n.
+
+    Columns: d_k, setting, (lr), reached (runs whose smoothed loss got to the threshold),
+    median steps to the threshold ("never" when the median run never got there), never,
+    relapsed, stalled (never + relapsed: not below the threshold at the end), the median
+    final loss, and the chaotic runs. Every count but the last is out of the runs that
+    are not chaotic; "–" where none is left.
+
+    Args:
+        rows: dicts as returned by ``TrainingRun.robust_summary`` (or the
+            ``robust_summary`` of a ``ScalingExperiment`` or an ``LrSweep``).
+        show_lr: add a learning-rate column.
+
+    Returns:
+        The table, one line per row under a header line.
+
+    Raises:
+        ValueError: no rows.
+    """
+    if not rows:
+        raise ValueError("give at least one summary row.")
+    width = max(len(SETTING_LABELS[str(r["setting"])]) for r in rows)
+    lr_head = f"{'lr':>7}" if show_lr else ""
+    header = (
+        f"{'d_k':>4}  {'setting':<{width}}{lr_head}  {'reached':>7}  {'median steps':>12}  "
+        f"{'never':>5}  {'relapsed':>8}  {'stalled':>7}  {'final loss':>10}  {'chaotic':>7}"
+    )
+    lines = [header]
+    for r in rows:
+        n, total = r["n_robust"], r["n_seeds"]
+        lr = f"{r['lr']:>7g}" if show_lr else ""
+        if n:
+            med = "never" if r["median_steps"] is None else str(r["median_steps"])
+            cells = (
+                f"{n - r['n_never']:>4}/{n:<2}  {med:>12}  {r['n_never']:>5}  "
+                f"{r['n_relapsed']:>8}  {r['n_stalled']:>4}/{n:<2}  {r['final_loss']:>10.3f}"
+            )
+        else:
+            cells = f"{'–':>7}  {'–':>12}  {'–':>5}  {'–':>8}  {'–':>7}  {'–':>10}"
+        lines.append(
+            f"{r['d_k']:>4}  {SETTING_LABELS[str(r['setting'])]:<{width}}{lr}  {cells}  "
+            f"{r['n_chaotic']:>4}/{total:<2}"
+        )
+    return "\n".join(lines)
 
 
 def _training_style(setting: str) -> dict[str, str]:
@@ -373,7 +533,7 @@ def plot_twin_gaps(
     Args:
         experiment: a ScalingExperiment.
         d_k: one of its d_k.
-        chaos_gap: the threshold drawn (``nb09_training.CHAOS_GAP``).
+        chaos_gap: the threshold drawn (``nb09_training_runs.CHAOS_GAP``).
         figsize: inches.
 
     Returns:
@@ -555,7 +715,7 @@ class RunOverviewView:
         ]  # fmt: skip
 
     def update(self, overview: RunOverview) -> None:
-        """Show one RunOverview (from :func:`attn_lib.lessons.nb09_training.run_overview`)."""
+        """Show one RunOverview (from :func:`run_overview`)."""
         band = overview.loss_band.numpy()  # (3, steps)
         lower, upper = np.clip(band[0], *_LOSS_YLIM), np.clip(band[2], *_LOSS_YLIM)
         verts = np.concatenate([np.stack([self.t, lower], 1), np.stack([self.t, upper], 1)[::-1]])
@@ -581,7 +741,7 @@ def plot_run_overview(overview: RunOverview, settings: Sequence[str], n_keys: in
     """A static pyplot rendering of :class:`RunOverviewView` (notebook 09's dashboard).
 
     Args:
-        overview: from :func:`attn_lib.lessons.nb09_training.run_overview`.
+        overview: from :func:`run_overview`.
         settings: the settings drawn as median lines (those of the experiment).
         n_keys: L.
         figsize: inches.
@@ -646,7 +806,7 @@ class TrainingDashboard(Dashboard):
 
     Controls: ``d_k`` (ToggleButtons over ``experiment.d_ks``) and ``setting``
     (ToggleButtons over ``experiment.settings``). A change looks up
-    :func:`attn_lib.lessons.nb09_training.run_overview` for the pair (precomputed for every pair when
+    :func:`run_overview` for the pair (precomputed for every pair when
     the dashboard is built: no training happens in a callback) and redraws
     :class:`attn_lib.lessons.nb09_training_views.RunOverviewView`: the median smoothed loss of every setting at
     that d_k, the chosen one bold with its interquartile band, and the weights its median

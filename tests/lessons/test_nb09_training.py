@@ -16,11 +16,9 @@ import pytest
 import torch
 
 from attn_lib.lessons.nb09_training import (
-    CHAOS_GAP,
     DTYPE,
     SETTINGS,
     SETTINGS_ALL,
-    TWIN_GAP,
     OptimizerConfig,
     RetrievalTask,
     initial_weights,
@@ -28,9 +26,13 @@ from attn_lib.lessons.nb09_training import (
     make_retrieval_data,
     retrieval_eval_example,
     run_scaling_experiment,
+    train_retrieval,
+)
+from attn_lib.lessons.nb09_training_runs import (
+    CHAOS_GAP,
+    TWIN_GAP,
     steps_to_threshold,
     trailing_mean,
-    train_retrieval,
 )
 
 TENSORS = ("loss", "entropy", "grad_norm_q", "eval_weights_init", "eval_weights")

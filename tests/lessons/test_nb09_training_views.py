@@ -25,6 +25,7 @@ from helpers import (
 from matplotlib.figure import Figure
 
 from attn_lib.lessons import nb09_training as training
+from attn_lib.lessons import nb09_training_runs as runs
 from attn_lib.lessons import nb09_training_views as plotting
 from attn_lib.lessons._dashboard import control_values
 from attn_lib.lessons.nb09_training_checkers import check_init_like_scaled, check_stalling_settings
@@ -37,7 +38,7 @@ STEPS = 40
 
 
 @pytest.fixture(scope="module")
-def experiment() -> training.ScalingExperiment:
+def experiment() -> runs.ScalingExperiment:
     return training.run_scaling_experiment(D_KS, n_seeds=4, steps=STEPS)
 
 
@@ -52,7 +53,7 @@ def dashboard(shared_dashboard):
     yield from shared_dashboard.use()
 
 
-def assert_overview_is(overview: training.RunOverview, experiment, setting: str, d_k: int):
+def assert_overview_is(overview: plotting.RunOverview, experiment, setting: str, d_k: int):
     run = experiment[setting, d_k]
     row = run.summary()
     assert (overview.setting, overview.d_k, overview.steps) == (setting, d_k, STEPS)
@@ -77,42 +78,42 @@ def assert_overview_is(overview: training.RunOverview, experiment, setting: str,
 def test_run_overview_reads_the_runs(experiment):
     for setting in experiment.settings:
         for d_k in experiment.d_ks:
-            overview = training.run_overview(experiment, setting, d_k)
+            overview = plotting.run_overview(experiment, setting, d_k)
             assert_overview_is(overview, experiment, setting, d_k)
-            assert training.SETTING_LABELS[setting] in overview.title
+            assert plotting.SETTING_LABELS[setting] in overview.title
             assert f"d_k = {d_k}" in overview.title
             assert f"{overview.n_stalled}/4 runs stalled" in overview.title
 
 
 def test_run_overview_rejects_what_was_not_run(experiment):
     with pytest.raises(ValueError, match="setting 'unscaled_reparam' was not run"):
-        training.run_overview(experiment, "unscaled_reparam", 8)
+        plotting.run_overview(experiment, "unscaled_reparam", 8)
     with pytest.raises(ValueError, match="d_k = 512 was not run"):
-        training.run_overview(experiment, "scaled", 512)
+        plotting.run_overview(experiment, "scaled", 512)
 
 
 def test_summary_table(experiment):
     rows = experiment.robust_summary()
-    lines = training.summary_table(rows).splitlines()
+    lines = plotting.summary_table(rows).splitlines()
     assert len(lines) == 1 + len(rows)
     for word in ("d_k", "setting", "reached", "median steps", "never", "relapsed", "stalled",
                  "chaotic"):
         assert word in lines[0]
     for line, r in zip(lines[1:], rows, strict=True):
-        assert training.SETTING_LABELS[r["setting"]] in line
+        assert plotting.SETTING_LABELS[r["setting"]] in line
         n = r["n_robust"]
         assert line.endswith(f"{r['n_chaotic']:>4}/{r['n_seeds']:<2}")
         if n:
             assert f"{r['n_stalled']:>4}/{n:<2}" in line and f"{n - r['n_never']:>4}/{n:<2}" in line
             assert f"{r['final_loss']:.3f}" in line
     never = dict(rows[0], median_steps=None, n_never=4, n_robust=4, setting="unscaled")
-    assert "never" in training.summary_table([never]).splitlines()[1]
+    assert "never" in plotting.summary_table([never]).splitlines()[1]
     chaotic = dict(rows[0], n_robust=0, n_chaotic=4)
-    assert training.summary_table([chaotic]).splitlines()[1].count("–") == 6
-    with_lr = training.summary_table(rows[:1], show_lr=True).splitlines()
+    assert plotting.summary_table([chaotic]).splitlines()[1].count("–") == 6
+    with_lr = plotting.summary_table(rows[:1], show_lr=True).splitlines()
     assert "lr" in with_lr[0] and "0.03" in with_lr[1]
     with pytest.raises(ValueError, match="at least one summary row"):
-        training.summary_table([])
+        plotting.summary_table([])
 
 
 # --- the dashboard -----------------------------------------------------------------------------
@@ -192,9 +193,9 @@ def test_static_figures(experiment):
             plotting.plot_loss_bands(
                 [("a", experiment["scaled", 8]), ("b", experiment["scaled", 32])],
                 task.threshold, task.baseline, title="t"),
-            plotting.plot_run_overview(training.run_overview(experiment, "scaled", 8),
+            plotting.plot_run_overview(plotting.run_overview(experiment, "scaled", 8),
                                        experiment.settings, task.n_keys),
-            plotting.plot_twin_gaps(experiment, 8, training.CHAOS_GAP),
+            plotting.plot_twin_gaps(experiment, 8, runs.CHAOS_GAP),
             plotting.plot_seed_outcomes(experiment, task.threshold),
         ]  # fmt: skip
         counts = [len(f.axes) for f in figures]
