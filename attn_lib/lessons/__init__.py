@@ -23,4 +23,5 @@ Notebook → modules:
 - 09 Does scaling matter in training?: ``nb09_training`` (its runs in ``nb09_training_runs``, its checkers in
   ``nb09_training_checkers``), ``nb09_training_views``
 - 10 What attention costs: ``nb10_cost``, ``nb10_cost_views``
+- 11 The article, checked: ``nb11_article``
 """

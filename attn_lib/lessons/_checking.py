@@ -56,6 +56,16 @@ def recording(exercise: str, checker: Callable[..., Any]) -> Callable[..., Any]:
     return check
 
 
+def mark_attempted(exercise: str) -> None:
+    """Record an attempt at ``exercise`` (for exercises without a function to check)."""
+    _ATTEMPTED.add(exercise)
+
+
+def attempted(exercise: str) -> bool:
+    """True once the reader has tried ``exercise`` in this session."""
+    return exercise in _ATTEMPTED
+
+
 def show_solution(exercise: str, solution: Callable[..., Any]) -> None:
     """Print the source of ``solution`` if ``exercise`` was attempted, else say to try first."""
     if exercise not in _ATTEMPTED:
