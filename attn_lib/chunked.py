@@ -1,51 +1,14 @@
-"""Chunked attention with an online softmax: the output of attention without the L_q × L_k matrix.
+"""Chunked attention with an online softmax: attention's output without the L_q × L_k matrix.
 
-``scaled_dot_product_attention`` builds the whole (..., L_q, L_k) score matrix, then
-the weights of the same size. Its memory grows as L_q · L_k, and that matrix, not the
-matmuls, is what runs out first on long sequences (notebook 10). But every output row
-is a weighted average of value rows, and a softmax-weighted average can be built up one
-block of keys at a time, if we keep, per query row,
+Keys are processed one block at a time, keeping per query row the running maximum of the
+scores, the running softmax denominator and the running weighted sum of value rows; each new
+block rescales the last two to its new maximum. Only (..., L_q, block) scores exist at any
+time, so memory does not grow with L_k; the work (FLOPs) is the same as the full path's.
+A row with no allowed key gives a zero output, as in ``scaled_dot_product_attention``.
+The recurrence and its two NaN guards are derived in notebook 10, section 4.
 
-    m    the running maximum of the scores seen so far (for the max trick),
-    l    the running sum of exp(score - m) (the softmax denominator),
-    acc  the running sum of exp(score - m) · v (the unnormalised output).
-
-When a new key block j arrives with scores s_j (one row shown; s_j is a vector of the
-block's scores, V_j the block's value rows):
-
-    m_new = max(m, max(s_j))
-    r     = exp(m - m_new)                       rescales what was summed against the old max
-    p     = exp(s_j - m_new)                     this block's unnormalised weights
-    l     = r · l   + sum(p)
-    acc   = r · acc + p · V_j
-    m     = m_new
-
-and at the end ``output = acc / l``. The result equals softmax(Q Kᵀ · scale) V exactly
-(up to rounding): r converts every earlier term from exp(s - m_old) to exp(s - m_new),
-so after the last block every term is exp(s - max of the row), which is the max trick.
-
-Masks: a blocked score is -inf, so its p is exactly 0. Two guards keep NaN out:
-
-* a row whose keys *so far* are all blocked has m = m_new = -inf, and
-  exp(m - m_new) = exp(-inf + inf) is NaN. There we subtract 0 instead of m_new: every
-  score of that row is -inf, so r and p are 0 and the row stays empty (l = 0, acc = 0);
-* a row with no allowed key at all ends with m = -inf (the running max doubles as the
-  flag "this row has an allowed key"). Its output is set to zero, as the contract says
-  and as ``torch.nn.functional.scaled_dot_product_attention`` does. A finite fill such
-  as -1e9 instead of -inf would give that row equal weights, i.e. the mean of V.
-
-What chunking saves: memory, not work. The same L_q · L_k dot products and
-exponentials are computed (the same FLOPs, plus a few rescalings per block); only
-(..., L_q, block) scores exist at any time (or (..., query block, block) with query
-blocks), so memory no longer grows with L_k.
-
-Sources:
-    Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"
-        (the running max and rescaled running sum);
-    Rabe & Staats 2021, "Self-attention does not need O(n²) memory"
-        (the same recurrence over key chunks, for the attention output);
-    Dao et al. 2022, "FlashAttention: fast and memory-efficient exact attention with
-        IO-awareness" (tiling over query and key blocks with the rescaled accumulator).
+Source: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"; Rabe &
+Staats 2021, "Self-attention does not need O(n²) memory"; Dao et al. 2022, "FlashAttention".
 """
 
 from __future__ import annotations
