@@ -12,11 +12,6 @@ import torch.nn.functional as F
 
 import attn_lib
 from attn_lib.lessons._checking import CheckResult
-from attn_lib.lessons.nb00_start import (
-    check_attention_inputs,
-    check_shape_predictions,
-    expected_shapes,
-)
 from attn_lib.lessons.nb01_retrieval import check_conv_layers
 from attn_lib.lessons.nb03_scaling import check_score_scale
 from attn_lib.lessons.nb04_shapes import (
@@ -400,24 +395,6 @@ def test_evaluation_p_zero_left_behind_is_named_truthfully():
 # --- numbers and shapes given as numpy scalars, 0-d tensors, Fractions, floats ------------------
 
 
-def _shapes_as(convert):
-    return lambda *a: {k: tuple(convert(d) for d in v) for k, v in expected_shapes(*a).items()}
-
-
-@pytest.mark.parametrize(
-    "convert", [np.int64, np.int32, torch.tensor, float, lambda d: Fraction(d, 1)]
-)
-def test_shape_predictions_accept_integer_like_sizes(convert):
-    result = check_shape_predictions(_shapes_as(convert), verbose=False)
-    assert result, result.message
-
-
-def test_shape_predictions_refuse_bools_and_fractions_of_a_size():
-    assert check_shape_predictions(_shapes_as(bool), verbose=False).mistake == "bad_return"
-    half = check_shape_predictions(_shapes_as(lambda d: d + 0.5), verbose=False)
-    assert half.mistake == "bad_return"
-
-
 def test_step_shapes_and_macs_accept_numpy_integers():
     s = STEP_SHAPES_SETTING
     B, L_q, L_k, d_k, d_v = (np.int64(s[n]) for n in ("B", "L_q", "L_k", "d_k", "d_v"))
@@ -487,15 +464,6 @@ def test_stalling_settings_accept_any_collection_of_names(container):
 
     result = check_stalling_settings(solution, verbose=False)
     assert result, result.message
-
-
-def test_attention_inputs_with_mixed_dtypes_get_a_sentence():
-    def mixed(B, L_q, L_k, d_k, d_v):
-        return (torch.randn(B, L_q, d_k, dtype=torch.float64), torch.randn(B, L_k, d_k),
-                torch.randn(B, L_k, d_v))  # fmt: skip
-
-    result = check_attention_inputs(mixed, verbose=False)
-    assert not result and result.mistake == "error" and "refuses" in result.message
 
 
 # --- check_mha_mask: an additive finfo.min mask is right; no walls of numbers -------------------
