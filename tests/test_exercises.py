@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import attn_lib
 from attn_lib.lessons._checking import CheckResult
 from attn_lib.lessons.nb01_retrieval import check_conv_layers
 from attn_lib.lessons.nb03_scaling import check_score_scale
@@ -22,11 +21,6 @@ from attn_lib.lessons.nb04_shapes import (
     step_macs,
 )
 from attn_lib.lessons.nb05_module import check_attention, check_causal_mask, check_padding_mask
-from attn_lib.lessons.nb08_pitfalls import (
-    check_attention_4d,
-    check_evaluation,
-    check_stable_softmax,
-)
 from attn_lib.lessons.nb09_training_checkers import check_init_like_scaled, check_stalling_settings
 from attn_lib.lessons.nb10_cost import check_score_matrix_bytes
 
@@ -314,82 +308,6 @@ def test_attention_in_float64_passes():
     assert check_attention(in_float64, verbose=False)
 
 
-def test_attention_4d_names_the_heads_scale_and_dropout():
-    def by_heads(query, key, value):
-        return F.softmax(query @ key.mT / math.sqrt(query.size(1)), dim=-1) @ value
-
-    def with_dropout(query, key, value):
-        w = F.dropout(F.softmax(query @ key.mT / math.sqrt(query.size(-1)), dim=-1), 0.2)
-        return w @ value
-
-    result = check_attention_4d(by_heads, verbose=False)
-    assert result.mistake == "scale_heads" and "√H" in result.message, result.message
-    assert check_attention_4d(with_dropout, verbose=False).mistake == "dropout_on"
-
-
-# --- check_evaluation: dropout p = 0 is dropout off; detach is not no_grad ----------------------
-
-
-def evaluate_with_p_zero(model, x):
-    p = model.dropout
-    model.dropout = 0  # an int 0 is fine too
-    with torch.no_grad():
-        out = model(x, return_attn=True)
-    model.dropout = p
-    return out
-
-
-def evaluate_with_inference_mode(model, x):
-    was_training = model.training
-    model.eval()
-    with torch.inference_mode():
-        out = model(x)
-    model.train(was_training)
-    return out
-
-
-def evaluate_then_detach(model, x):
-    was_training = model.training
-    model.eval()
-    out = model(x).detach()
-    model.train(was_training)
-    return out
-
-
-def evaluate_detaches_both(model, x):
-    was_training = model.training
-    model.eval()
-    out, w = model(x, return_attn=True)
-    model.train(was_training)
-    return out.detach(), w.detach()
-
-
-@pytest.mark.parametrize("fn", [evaluate_with_p_zero, evaluate_with_inference_mode])
-def test_evaluation_accepts_other_ways_to_switch_dropout_off(fn):
-    result = check_evaluation(fn, verbose=False)
-    assert result, result.message
-
-
-@pytest.mark.parametrize("fn", [evaluate_then_detach, evaluate_detaches_both])
-def test_evaluation_detach_is_not_no_grad(fn):
-    with torch.no_grad():  # the notebook's own grad mode must not hide it
-        result = check_evaluation(fn, verbose=False)
-    assert not result and result.mistake == "grad_on", result.message
-    assert ".detach()" in result.message and "torch.no_grad()" in result.message
-    assert "records no gradients" not in result.message
-
-
-def test_evaluation_p_zero_left_behind_is_named_truthfully():
-    def zeroes_for_good(model, x):
-        model.dropout = 0
-        with torch.no_grad():
-            return model(x)
-
-    result = check_evaluation(zeroes_for_good, verbose=False)
-    assert result.mistake == "model_changed", result.message
-    assert "does not match" not in result.message
-
-
 # --- numbers and shapes given as numpy scalars, 0-d tensors, Fractions, floats ------------------
 
 
@@ -471,17 +389,3 @@ def test_mask_checkers_unknown_is_words_not_numbers():
     assert result.mistake == "unknown"
     _no_wall(result.message)
     assert "query row" in result.message
-
-    result = check_stable_softmax(lambda x: torch.softmax(x, -1) ** 2, verbose=False)
-    assert result.mistake == "unknown"
-    _no_wall(result.message)
-
-
-def test_evaluation_accepts_a_forward_written_out_with_dropout_p_zero():
-    def by_hand(model, x):
-        with torch.no_grad():
-            q, k, v = model.W_Q(x), model.W_K(x), model.W_V(x)
-            return attn_lib.scaled_dot_product_attention(q, k, v, dropout_p=0.0)
-
-    result = check_evaluation(by_hand, verbose=False)
-    assert result, result.message
