@@ -12,7 +12,6 @@ import torch.nn.functional as F
 
 from attn_lib.lessons._checking import CheckResult
 from attn_lib.lessons.nb01_retrieval import check_conv_layers
-from attn_lib.lessons.nb03_scaling import check_score_scale
 from attn_lib.lessons.nb04_shapes import (
     STEP_SHAPES_SETTING,
     check_crossover_length,
@@ -355,11 +354,7 @@ def test_other_number_checkers_accept_numpy_and_tensors():
     def bytes_np(B, L, dtype):
         return np.int64(B * L * L * torch.empty((), dtype=dtype).element_size())
 
-    def scale_np(sigma2, d_k):
-        return np.float64(1 / (sigma2 * math.sqrt(d_k)))
-
     assert check_score_matrix_bytes(bytes_np, verbose=False)
-    assert check_score_scale(scale_np, verbose=False)
 
 
 def test_init_like_scaled_accepts_float64():

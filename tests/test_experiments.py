@@ -1,47 +1,23 @@
 """The seeded experiments of notebooks 01–04 (attn_lib.lessons) say what the notebooks claim.
 
 Monte Carlo results are compared with tolerances derived from the sample size (the
-relative SD each function reports), never with ==. The saturation thresholds were set
-after computing the curves, with a margin (the measured values are in the comments).
+relative SD each function reports), never with ==.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import astuple
 
 import pytest
 import torch
 from torch import nn
 
 from attn_lib import ShapeError, SingleHeadAttention, causal_mask
-from attn_lib.lessons import _experiments, nb01_retrieval, nb02_qkv, nb03_scaling, nb04_shapes
+from attn_lib.lessons import _experiments, nb01_retrieval, nb02_qkv, nb04_shapes
 
 # ---------------------------------------------------------------------------
-# Var(q·k) (C1)
+# nn.Linear's default initialisation (the shared helper)
 # ---------------------------------------------------------------------------
-
-
-def test_variance_of_q_dot_k_is_d_k():
-    for row in nb03_scaling.score_variance_table():
-        tol = 4 * row.rel_sd
-        assert abs(row.variance / row.expected - 1) < tol, row
-        assert abs(row.ratio - 1) < tol, row
-        assert abs(row.scaled_variance - 1) < tol, row
-
-
-def test_variance_scales_with_the_entry_variance():
-    for row in nb03_scaling.score_variance_table((8, 64), n_samples=4000, entry_variance=2.0, seed=3):
-        assert row.expected == pytest.approx(4.0 * row.d_k)
-        assert abs(row.variance / row.expected - 1) < 4 * row.rel_sd
-
-
-def test_relative_sd_formula_matches_repetition():
-    # √((2 + 6/d_k)/n): measured 0.121/0.126 (d_k=1), 0.082/0.084 (4), 0.061/0.065 (64).
-    for d_k in (1, 4, 64):
-        measured, predicted = nb03_scaling.variance_estimate_spread(d_k, n_samples=500, n_repeats=200)
-        assert predicted == pytest.approx(math.sqrt((2 + 6 / d_k) / 500))
-        assert 0.8 < measured / predicted < 1.2, (d_k, measured, predicted)
 
 
 def test_default_linear_weight_is_nn_linear_init():
@@ -52,132 +28,6 @@ def test_default_linear_weight_is_nn_linear_init():
         got = _experiments.default_linear_weight(d_out, d_in, torch.Generator().manual_seed(7))
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
         assert got.abs().max() <= 1 / math.sqrt(d_in)
-
-
-def test_default_init_gives_query_variance_one_third_and_score_variance_d_k_over_9():
-    for row in nb03_scaling.default_init_score_variance():
-        assert abs(row.ratio * 9 - 1) < 4 * row.rel_sd, row
-        # entries of q: sampling over n·d_k entries, plus the spread of ‖W_i‖² over
-        # d_k·n_inits rows (relative variance (4/5)/d_model for uniform weights).
-        q_tol = 4 * math.sqrt(2 / (row.n_samples * row.d_k) + 0.8 / (row.d_k**2 * row.n_inits))
-        assert abs(row.query_entry_variance * 3 - 1) < q_tol, row
-
-
-def test_score_samples_histogram_data():
-    s = nb03_scaling.score_samples(256, n_samples=4000, seed=1)
-    assert s.raw.shape == s.scaled.shape == (4000,)
-    tol = 4 * math.sqrt((2 + 6 / 256) / 4000)
-    assert abs(s.raw.double().var().item() / 256 - 1) < tol
-    torch.testing.assert_close(s.scaled, s.raw / 16)
-
-
-# ---------------------------------------------------------------------------
-# Saturation (C2, C16, √d_k vs d_k)
-# ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def curves():
-    return nb03_scaling.saturation_curves()
-
-
-def _nondecreasing(t: torch.Tensor, slack: float = 0.0) -> bool:
-    return bool((t[1:] >= t[:-1] - slack).all())
-
-
-def test_unscaled_rows_saturate_as_d_k_grows(curves):
-    none = curves["none"]
-    at = none.at(1024)
-    assert at["median_max_weight"] > 0.99  # measured 1.0000
-    assert at["median_entropy"] < 0.01  # measured 0.0001
-    assert _nondecreasing(none.median_max_weight)
-    assert _nondecreasing(-none.median_entropy)
-    assert _nondecreasing(none.saturated_fraction)
-    assert at["saturated_fraction"] > 0.5  # measured 0.66
-    assert none.at(16)["saturated_fraction"] < 0.05  # measured 0.008
-
-
-def test_sqrt_scaling_keeps_entropy_bounded_and_flat(curves):
-    sqrt = curves["sqrt"]
-    ent = sqrt.median_entropy[sqrt.d_k >= 4]
-    assert ent.min() > 2.0  # measured 2.39 … 2.45 (log 16 = 2.77)
-    assert ent.max() - ent.min() < 0.15  # measured 0.07
-    assert float(sqrt.saturated_fraction.max()) < 1 / sqrt.n_rows  # no row saturated
-    grad = sqrt.grad_norm_median[sqrt.d_k >= 4]
-    assert grad.min() > 0.15 and grad.max() < 0.4  # measured 0.24 … 0.27
-    assert float(sqrt.grad_tail_ratio[sqrt.d_k >= 4].max()) < 4  # measured ≤ 2.9
-
-
-def test_linear_scaling_over_flattens(curves):
-    lin = curves["linear"]
-    log_L = math.log(lin.L)
-    assert _nondecreasing(lin.median_entropy)
-    assert log_L - lin.at(1024)["median_entropy"] < 0.005  # measured 0.0005
-    assert lin.at(1024)["median_max_weight"] < 1.1 / lin.L  # measured 0.066 vs 1/16
-    # the gradient reaching q shrinks too, as ‖k‖/d_k ≈ 1/√d_k: 16× from d_k = 4 to 1024
-    assert lin.at(1024)["grad_norm_median"] < lin.at(4)["grad_norm_median"] / 10
-
-
-def test_unscaled_gradients_become_heavy_tailed(curves):
-    none = curves["none"]
-    tail = none.grad_tail_ratio
-    big = none.d_k >= 32
-    assert _nondecreasing(tail[big])  # 7, 16, 46, 234, 2.5e3, 1.3e5
-    assert none.at(1024)["grad_norm_p99"] / none.at(1024)["grad_norm_median"] > 1000
-    # most rows learn nothing while a few get large updates: the median collapses, the
-    # mean does not (it even grows)
-    assert none.at(1024)["grad_norm_median"] < 0.01 * none.at(16)["grad_norm_median"]
-    assert none.at(1024)["grad_norm_mean"] > none.at(16)["grad_norm_mean"]
-
-
-def test_scalings_agree_at_d_k_1(curves):
-    for name in ("sqrt", "linear"):
-        torch.testing.assert_close(curves[name].at(1), curves["none"].at(1))
-
-
-def test_temperature_flattens_rows():
-    cold = nb03_scaling.saturation_curves((64,), ("sqrt",), n_sequences=16, temperature=0.5)["sqrt"]
-    hot = nb03_scaling.saturation_curves((64,), ("sqrt",), n_sequences=16, temperature=2.0)["sqrt"]
-    assert hot.at(64)["median_entropy"] > cold.at(64)["median_entropy"]
-
-
-def test_curve_at_unknown_d_k_raises(curves):
-    with pytest.raises(ValueError, match="not computed"):
-        curves["sqrt"].at(3)
-
-
-@pytest.mark.parametrize(
-    "d_k, scaling, temperature", [(1, "none", 1.0), (16, "sqrt", 0.5), (512, "none", 1.0),
-                                  (64, "linear", 2.0)]
-)  # fmt: skip
-def test_saturation_row_gradient_and_jacobian_match_autograd(d_k, scaling, temperature):
-    row = nb03_scaling.saturation_row(d_k, scaling, temperature, seed=5)
-    multiplier = 1 / (nb03_scaling.score_divisor(d_k, scaling) * temperature)
-    q = row.query.clone().requires_grad_(True)
-    weights = torch.softmax(row.keys @ q * multiplier, dim=-1)
-    (weights @ row.upstream).backward()
-    torch.testing.assert_close(row.grad_q, q.grad)
-    torch.testing.assert_close(row.weights, weights.detach())
-    jac = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), row.scores)
-    torch.testing.assert_close(row.jacobian, jac)
-    assert row.jacobian_norm == pytest.approx(torch.linalg.matrix_norm(jac).item(), abs=1e-15)
-    assert row.grad_norm == pytest.approx(q.grad.norm().item(), rel=1e-12, abs=1e-300)
-
-
-def test_saturation_row_is_nested_across_d_k():
-    small, big = nb03_scaling.saturation_row(8, seed=2), nb03_scaling.saturation_row(1024, seed=2)
-    torch.testing.assert_close(small.query, big.query[:8], rtol=0, atol=0)
-    torch.testing.assert_close(small.keys, big.keys[:, :8], rtol=0, atol=0)
-    torch.testing.assert_close(small.upstream, big.upstream, rtol=0, atol=0)
-    unscaled = nb03_scaling.saturation_row(1024, "none", seed=2)
-    assert unscaled.max_weight > 0.99 and big.max_weight < 0.9
-    torch.testing.assert_close(unscaled.raw_scores, big.raw_scores)
-
-
-def test_score_divisor():
-    assert nb03_scaling.score_divisor(64, "none") == pytest.approx(1.0)
-    assert nb03_scaling.score_divisor(64, "sqrt") == pytest.approx(8.0)
-    assert nb03_scaling.score_divisor(64, "linear") == pytest.approx(64.0)
 
 
 # ---------------------------------------------------------------------------
@@ -433,23 +283,6 @@ def test_cost_curves():
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda: nb03_scaling.score_variance_table((0,)), ShapeError, "d_ks"),
-        (lambda: nb03_scaling.score_variance_table(()), ShapeError, "non-empty"),
-        (lambda: nb03_scaling.score_variance_table((4,), n_samples=1), ValueError, "n_samples"),
-        (lambda: nb03_scaling.score_variance_table((4,), entry_variance=0), ValueError, "entry_variance"),
-        (lambda: nb03_scaling.score_variance_table((4,), seed=-1), ValueError, "seed"),
-        (lambda: nb03_scaling.score_variance_table((4.0,)), TypeError, "int"),
-        (lambda: nb03_scaling.score_samples(0), ShapeError, "d_k"),
-        (lambda: nb03_scaling.score_samples(True), TypeError, "bool"),
-        (lambda: nb03_scaling.default_init_score_variance((8,), n_samples=10, n_inits=8), ValueError,
-         "n_samples"),
-        (lambda: nb03_scaling.saturation_row(0), ShapeError, "d_k"),
-        (lambda: nb03_scaling.saturation_row(8, "cube"), ValueError, "scaling"),
-        (lambda: nb03_scaling.saturation_row(8, temperature=0.0), ValueError, "temperature"),
-        (lambda: nb03_scaling.saturation_row(8, L=1), ShapeError, "L"),
-        (lambda: nb03_scaling.saturation_curves((8,), "sqrt"), ValueError, "scalings"),
-        (lambda: nb03_scaling.saturation_curves((8,), threshold=-1), ValueError, "threshold"),
-        (lambda: nb03_scaling.variance_estimate_spread(4, n_repeats=1), ValueError, "n_repeats"),
         (lambda: nb02_qkv.self_score_max_fraction(0), ShapeError, "d"),
         (lambda: _experiments.attention_cost(0, 8), ShapeError, "L"),
         (lambda: _experiments.attention_cost(8, 8, dtype="float32"), TypeError, "dtype"),
@@ -465,21 +298,6 @@ def test_bad_arguments(call, error, match):
 
 def test_functions_do_not_touch_the_global_rng():
     state = torch.get_rng_state()
-    nb03_scaling.score_variance_table((4,), n_samples=10)
-    nb03_scaling.default_init_score_variance((4,), n_samples=16)
-    nb03_scaling.saturation_curves((4,), n_sequences=2)
-    nb03_scaling.saturation_row(4)
-    nb03_scaling.score_samples(4, n_samples=10)
     nb02_qkv.qkv_example(torch.zeros(3, 8))
     nb02_qkv.self_score_max_fraction(4, n_sequences=2)
     assert torch.equal(torch.get_rng_state(), state)
-
-
-def test_same_seed_same_numbers():
-    a = nb03_scaling.saturation_curves((4, 64), n_sequences=4, seed=9)
-    b = nb03_scaling.saturation_curves((4, 64), n_sequences=4, seed=9)
-    for name in nb03_scaling.SCALINGS:
-        torch.testing.assert_close(a[name].grad_norm_p99, b[name].grad_norm_p99, rtol=0, atol=0)
-    rows_a, rows_b = nb03_scaling.score_variance_table((8,), seed=1), nb03_scaling.score_variance_table((8,), seed=1)
-    torch.testing.assert_close([astuple(r) for r in rows_a], [astuple(r) for r in rows_b],
-                               rtol=0, atol=0)  # fmt: skip

@@ -1,14 +1,13 @@
 """Notebook 03's saturation dashboard and figures, driven headlessly.
 
-Every control is set to each of its options; the dashboard must then hold and draw exactly
-what attn_lib.nb03_scaling.saturation_row and saturation_curves compute, on the same figure
-and the same artists, as a valid PNG, without NaN and without leaking a pyplot figure.
+Each control set to a value must make the dashboard hold and draw exactly what
+nb03_scaling.saturation_row and the curves of its temperature compute; the extremes must give
+a picture without NaN; no pyplot figure may leak. The browser test (tests/test_browser.py)
+relies on the controls' labels ("d_k", "scores divided by", a "none" button) and on d_k
+starting at 64 with 128 one step to the right.
 """
 
 from __future__ import annotations
-
-import functools
-import itertools
 
 import ipywidgets
 import matplotlib.pyplot as plt
@@ -16,225 +15,131 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
-    assert_blits_match_full_redraws,
+    SharedDashboard,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
-    decode,
-    each_value,
+    blit_mismatch,
     no_new_figures,
-    open_dashboard,
-    png_of,
 )
 
-from attn_lib.lessons import _figures, nb03_scaling, nb03_scaling_views
+from attn_lib.lessons import _figures
+from attn_lib.lessons import nb03_scaling as lesson
+from attn_lib.lessons import nb03_scaling_views as views
 from attn_lib.lessons._dashboard import control_values
-from attn_lib.lessons.nb03_scaling_views import SATURATION_TEMPERATURES, SaturationDashboard
+from attn_lib.lessons.nb03_scaling_views import SaturationDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
-ROW_SEED, L, N_SEQUENCES = 4, 16, 64  # the dashboard's defaults
-CONTROL_VALUES = {
-    "d_k": list(nb03_scaling.SATURATION_D_KS),
-    "scaling": list(nb03_scaling.SCALINGS),
-    "temperature": list(SATURATION_TEMPERATURES),
-}
-
 
 
 @pytest.fixture(scope="module")
-def dashboard():
-    yield from open_dashboard(SaturationDashboard)
+def shared(headless_backend):
+    yield from SharedDashboard.fixture(SaturationDashboard)
 
 
 @pytest.fixture
-def fresh(dashboard):
-    """The module's dashboard, back at its default setting."""
-    dashboard.controls["temperature"].value = 1.0
-    dashboard.controls["scaling"].value = "sqrt"
-    dashboard.controls["d_k"].value = 64
-    return dashboard
-
-
-@functools.cache
-def expected_curves(temperature: float) -> dict[str, nb03_scaling.SaturationCurve]:
-    """What the dashboard should draw at a temperature, computed independently (once)."""
-    return nb03_scaling.saturation_curves(
-        nb03_scaling.SATURATION_D_KS, nb03_scaling.SCALINGS, L=L, n_sequences=N_SEQUENCES,
-        temperature=temperature, seed=0,
-    )  # fmt: skip
+def dash(shared):
+    """The module's dashboard, back at its default setting (d_k = 64, ÷ √d_k, T = 1)."""
+    yield from shared.use()
 
 
 def assert_shows(dash: SaturationDashboard, d_k: int, scaling: str, temperature: float) -> None:
-    """The dashboard holds and draws exactly what the pure functions compute."""
+    """The dashboard holds and draws exactly the row and the curves of this setting."""
     assert dash.values == {"d_k": d_k, "scaling": scaling, "temperature": temperature}
     assert dash.last_error is None and dash.status.value == ""
-    row = nb03_scaling.saturation_row(d_k, scaling, temperature, L=L, seed=ROW_SEED)
-    for name in ("query", "keys", "scores", "weights", "jacobian", "grad_q"):
-        torch.testing.assert_close(getattr(dash.row, name), getattr(row, name), rtol=0, atol=0)
-        assert torch.isfinite(getattr(dash.row, name)).all(), name
+    row = lesson.saturation_row(d_k, scaling, temperature, seed=views.ROW_SEED)
+    torch.testing.assert_close(dash.row.weights, row.weights, rtol=0, atol=0)
+    torch.testing.assert_close(dash.row.jacobian, row.jacobian, rtol=0, atol=0)
+    assert torch.isfinite(dash.row.scores).all() and torch.isfinite(dash.row.jacobian).all()
     view = dash.view
-    np.testing.assert_array_equal([b.get_height() for b in view.score_bars.patches], row.scores)
-    np.testing.assert_array_equal([b.get_height() for b in view.weight_bars.patches], row.weights)
+    np.testing.assert_array_equal([b.get_height() for b in view.score_bars], row.scores)
+    np.testing.assert_array_equal([b.get_height() for b in view.weight_bars], row.weights)
     np.testing.assert_array_equal(view.jacobian.get_array(), row.jacobian.numpy())
-    assert f"max {row.max_weight:.2f}" in view.weight_title.get_text()
     assert f"d_k = {d_k}," in view.suptitle.get_text()
-
-    curves = expected_curves(temperature)
-    for stat, lines in view.curve_lines.items():
-        log = view.curve_axes[stat].get_yscale() == "log"
+    curves = views.curves_at(temperature)
+    i = lesson.SATURATION_D_KS.index(d_k)
+    for stat, lines in view.lines.items():
+        floor = view.GRAD_FLOOR if lines["none"].axes.get_yscale() == "log" else -1.0
         for name, line in lines.items():
-            expected = getattr(curves[name], stat).numpy()
-            if log:
-                expected = np.maximum(expected, view.grad_floor)  # drawn on the floor
-            np.testing.assert_allclose(line.get_xdata(), curves[name].d_k.numpy())
-            np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-12)
+            expected = np.maximum(getattr(curves[name], stat).numpy(), floor)
+            np.testing.assert_array_equal(line.get_ydata(), expected)
             assert (line.get_linewidth() > 2) == (name == scaling)  # the current one is bold
         marker_x, marker_y = view.markers[stat].get_data()
-        i = nb03_scaling.SATURATION_D_KS.index(d_k)
-        expected_y = getattr(curves[scaling], stat)[i].item()
-        if log:
-            expected_y = max(expected_y, view.grad_floor)
         assert list(marker_x) == [d_k]
-        assert marker_y[0] == pytest.approx(expected_y, rel=1e-12, abs=0)
-        assert list(view.cursors[stat].get_xdata()) == [d_k, d_k]
+        assert marker_y[0] == max(getattr(curves[scaling], stat)[i].item(), floor)
+
+
+def test_default_state_and_what_the_browser_test_relies_on(dash):
+    assert_shows(dash, 64, "sqrt", 1.0)
     assert_png_fits_figure(dash)
+    assert isinstance(dash.widget, ipywidgets.VBox) and set(dash.controls) == {
+        "d_k", "scaling", "temperature"}  # fmt: skip
+    d_k, scaling = dash.controls["d_k"], dash.controls["scaling"]
+    assert isinstance(d_k, ipywidgets.SelectionSlider) and d_k.description == "d_k"
+    values = [value for _, value in d_k.options]
+    assert values[values.index(64) + 1] == 128  # the browser's ArrowRight: 64 → 128
+    assert scaling.description == "scores divided by"
+    assert scaling.options[0] == ("none", "none")  # the button the browser clicks
+    assert sorted(control_values(scaling)) == sorted(lesson.SCALINGS)
 
 
-def test_default_state(fresh):
-    assert_shows(fresh, 64, "sqrt", 1.0)
-    assert isinstance(fresh.widget, ipywidgets.VBox)
-    assert set(fresh.controls) == {"d_k", "scaling", "temperature"}
-    assert isinstance(fresh.controls["d_k"], ipywidgets.SelectionSlider)
-    assert fresh.controls["d_k"].continuous_update is False
-    assert fresh.controls["temperature"].continuous_update is False
+def test_each_control_changes_the_figure_as_computed(dash):
+    for setting in ({"d_k": 1024}, {"scaling": "none"}, {"scaling": "linear"},
+                    {"temperature": 0.25}, {"d_k": 1, "temperature": 4.0}):  # fmt: skip
+        before = dash.row.weights
+        dash.set(**setting)
+        assert_shows(dash, **dash.values)
+        assert not torch.equal(before, dash.row.weights) or setting.get("d_k") == 1
 
 
-@pytest.mark.parametrize(("name", "values"), CONTROL_VALUES.items())
-def test_each_control_each_value(fresh, name, values):
-    assert sorted(control_values(fresh.controls[name])) == sorted(values)  # every option
-    jacobian_artist = fresh.view.jacobian
-    bars = fresh.view.weight_bars.patches[0]
-    previous_row = fresh.row
-    for _, previous_png in each_value(fresh, name):  # the figure is reused...
-        assert_shows(fresh, **fresh.values)
-        assert fresh.view.jacobian is jacobian_artist  # ...and so are its artists
-        assert fresh.view.weight_bars.patches[0] is bars
-        if not torch.equal(previous_row.weights, fresh.row.weights):
-            assert png_of(fresh) != previous_png
-        previous_row = fresh.row
+def test_extremes_give_a_picture(dash):
+    for d_k, scaling, temperature in ((1024, "none", 0.25), (1024, "linear", 4.0), (1, "none", 4)):
+        dash.set(d_k=d_k, scaling=scaling, temperature=temperature)
+        assert_shows(dash, d_k, scaling, temperature)
+        image = assert_png_fits_figure(dash)
+        assert image[..., :3].std() > 10  # a picture, not a blank
 
 
-def test_extreme_combinations(fresh):
-    seen = set()
-    for d_k, scaling, temperature in itertools.product((1, 1024), nb03_scaling.SCALINGS,
-                                                       (0.25, 4.0)):  # fmt: skip
-        fresh.set(d_k=d_k, scaling=scaling, temperature=temperature)
-        assert_shows(fresh, d_k, scaling, temperature)
-        seen.add(png_of(fresh))
-    # At d_k = 1 the three scalings give the same row, but the bold curve and the title differ.
-    assert len(seen) == 12
+def test_what_the_notebook_says_the_dashboard_shows(dash):
+    dash.set(scaling="none", d_k=1024)
+    assert dash.row.max_weight > 0.98 and dash.row.jacobian_norm < 0.05
+    torch.testing.assert_close(dash.row.query[:64], lesson.saturation_row(64, seed=4).query)
+    dash.set(scaling="sqrt")
+    assert dash.row.max_weight < 0.5
+    dash.set(scaling="linear")
+    assert dash.row.entropy > np.log(16) - 0.01  # ÷ d_k: almost uniform
 
 
-def test_what_the_notebook_claims(fresh):
-    fresh.controls["scaling"].value = "none"
-    fresh.controls["d_k"].value = 1024
-    assert fresh.row.max_weight > 0.98 and fresh.row.jacobian_norm < 0.05
-    fresh.controls["scaling"].value = "sqrt"
-    assert fresh.row.max_weight < 0.5
-    fresh.controls["scaling"].value = "linear"
-    assert fresh.row.entropy > np.log(L) - 0.01  # ÷ d_k: almost uniform
+def test_blitted_image_equals_a_full_redraw(dash):
+    dash.set(d_k=1024, scaling="none")
+    assert blit_mismatch(dash) < 1e-3
 
 
-def test_blitted_image_equals_a_full_redraw(fresh):
-    cases = ((1024, "none"), (4, "linear"), (64, "sqrt"))
-    settings = [{"d_k": d_k, "scaling": scaling} for d_k, scaling in cases]
-    assert_blits_match_full_redraws(fresh, settings)
-
-
-def test_repr_is_a_fixed_sentence_and_a_widget_view(fresh):
-    assert_repr_is_fixed_sentence(fresh, SaturationDashboard)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [({"d_k": 3}, "d_k"), ({"scaling": "cube"}, "scaling"), ({"temperature": 3.0}, "temperature")],
-)
-def test_bad_initial_setting(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        SaturationDashboard(**kwargs)
-
-
-def test_close_releases_everything():
+def test_static_figures_draw_the_curves():
+    curves = lesson.saturation_curves(n_sequences=4)
     with no_new_figures():
-        dash = SaturationDashboard(d_k=1, scaling="none", temperature=4.0)
-        assert_shows(dash, 1, "none", 4.0)
-        dash.close()
-        assert dash.closed and dash.figure.axes == []
-        with pytest.raises(RuntimeError, match="closed"):
-            dash.update()
-
-
-# --- the static figures of notebook 03 ----------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def curves():
-    return nb03_scaling.saturation_curves(n_sequences=8)
-
-
-def test_static_figures(curves):
-    with no_new_figures():
-        row = nb03_scaling.saturation_row(64, "sqrt", seed=4)
-        figures = [
-            nb03_scaling_views.plot_saturation_view(row, curves),
-            nb03_scaling_views.plot_saturation_curves(curves, ("grad_norm_median", "saturated_fraction")),
-            nb03_scaling_views.plot_gradient_quantiles(curves),
-            nb03_scaling_views.plot_saturation_rows([nb03_scaling.saturation_row(d, "none") for d in (4, 64)]),
-        ]
-        assert [len(f.axes) for f in figures] == [7, 2, 3, 2]  # the view's colorbar is an inset
-        lone = nb03_scaling_views.plot_gradient_quantiles(curves, ("none",), saturated_fraction=False)
-        assert len(lone.axes) == 1
-        plt.close(lone)
-        for fig in figures:
-            decode(_figures.figure_to_png(fig))
+        stats = ("grad_norm_median", "grad_norm_p99", "saturated_fraction")
+        fig = views.plot_saturation_curves(curves, stats, ("none", "sqrt"))
+        try:
+            median, p99, saturated = fig.axes
+            assert median.get_shared_y_axes().joined(median, p99)  # one y axis for the gradients
+            low, high = median.get_ylim()
+            none = curves["none"]
+            assert low <= none.grad_norm_median.min() and none.grad_norm_p99.max() <= high
+            np.testing.assert_array_equal(saturated.lines[0].get_ydata(), none.saturated_fraction)
+        finally:
             plt.close(fig)
 
 
-def test_static_view_draws_the_row(curves):
-    row = nb03_scaling.saturation_row(1024, "none", seed=4)
-    fig = nb03_scaling_views.plot_saturation_view(row, curves)
-    try:
-        heights = [b.get_height() for b in fig.axes[1].patches]
-        np.testing.assert_array_equal(heights, row.weights.numpy())
-        assert fig.get_suptitle().startswith("d_k = 1024, scores none")
-    finally:
-        plt.close(fig)
+def test_jacobian_uses_a_diverging_colormap_on_a_symmetric_range(dash):
+    assert dash.view.jacobian.get_cmap().name == views.JACOBIAN_CMAP != _figures.ATTENTION_CMAP
+    assert dash.view.jacobian.get_clim() == (-views.JACOBIAN_LIMIT, views.JACOBIAN_LIMIT)
+    row = lesson.saturation_row(2, "none", 0.25, seed=4)  # the most extreme entries
+    assert row.jacobian.abs().max() <= views.JACOBIAN_LIMIT
 
 
-def test_figure_arguments_are_checked(curves):
-    fig, ax = plt.subplots()
-    try:
-        with pytest.raises(ValueError, match="stat"):
-            nb03_scaling_views.draw_saturation_curves(ax, curves, "mean_weight")
-        with pytest.raises(ValueError, match="empty"):
-            nb03_scaling_views.draw_saturation_curves(ax, {}, "median_entropy")
-        with pytest.raises(ValueError, match="no curve"):
-            nb03_scaling_views.plot_gradient_quantiles({"sqrt": curves["sqrt"]}, ("none",))
-        with pytest.raises(ValueError, match="at least one"):
-            nb03_scaling_views.plot_saturation_rows([])
-        view = nb03_scaling_views.SaturationView(_figures.new_figure(figsize=(12, 7)), L)
-        with pytest.raises(ValueError, match="scaling"):
-            view.update(nb03_scaling.saturation_row(64), {"sqrt": curves["sqrt"]})
-        with pytest.raises(ValueError, match="d_k = 3"):
-            view.update(nb03_scaling.saturation_row(3), curves)
-        with pytest.raises(ValueError, match="shape"):
-            view.update(nb03_scaling.saturation_row(64, L=8), curves)
-    finally:
-        plt.close(fig)
-
-
-def test_jacobian_uses_a_diverging_colormap_on_a_symmetric_range():
-    view = nb03_scaling_views.SaturationView(_figures.new_figure(figsize=(12, 7)), L)
-    assert view.jacobian.get_cmap().name == nb03_scaling_views.JACOBIAN_CMAP != _figures.ATTENTION_CMAP
-    assert view.jacobian.get_clim() == (-nb03_scaling_views.JACOBIAN_LIMIT, nb03_scaling_views.JACOBIAN_LIMIT)
-    row = nb03_scaling.saturation_row(2, "none", 0.25, seed=4)  # the most extreme entries
-    assert row.jacobian.abs().max() <= nb03_scaling_views.JACOBIAN_LIMIT
+def test_repr_is_a_fixed_sentence_and_close_releases_everything(dash):  # last: it closes
+    assert_repr_is_fixed_sentence(dash, SaturationDashboard)
+    dash.close()
+    assert dash.closed and dash.figure.axes == []
+    with pytest.raises(RuntimeError, match="closed"):
+        dash.update()
