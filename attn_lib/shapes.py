@@ -14,7 +14,6 @@ Shape legend used in every docstring of attn_lib:
 
 from __future__ import annotations
 
-import contextvars
 import math
 import numbers
 import operator
@@ -210,14 +209,6 @@ def check_float_tensor(name: str, t: object) -> torch.Tensor:
     return t
 
 
-# True while a check reads a tensor: attn_lib.lessons.nb10_cost.matmul_flops does not count the
-# checks' dot products as the computation's work (neither does FlopCounterMode: it counts no
-# dot product at all).
-VALIDATING: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "attn_lib_validating", default=False
-)
-
-
 def _row_norm_bound(t: torch.Tensor) -> float:
     """An upper bound on ‖row‖ for every row t[..., i, :], from one pass over ``t``.
 
@@ -230,11 +221,7 @@ def _row_norm_bound(t: torch.Tensor) -> float:
         # the dtype's smallest normal number may flush to zero: adding that number once per
         # element keeps the bound an upper bound (1e-25 in float32 squares to 0).
         flat = t.view(-1)
-        token = VALIDATING.set(True)
-        try:
-            squares = torch.dot(flat, flat).item()
-        finally:
-            VALIDATING.reset(token)
+        squares = torch.dot(flat, flat).item()
         return math.sqrt(squares + t.numel() * torch.finfo(t.dtype).tiny)
     # float16 / bfloat16 (a float32 sum of squares would need a float32 copy of the tensor)
     # and views that are not contiguous: the largest magnitude, times √(row length).

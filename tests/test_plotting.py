@@ -9,7 +9,7 @@ import torch
 from helpers import decode, no_new_figures
 
 from attn_lib import causal_mask
-from attn_lib.lessons import _figures, nb10_cost, nb10_cost_views
+from attn_lib.lessons import _figures
 from attn_lib.lessons.nb05_module import example_setting
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
@@ -165,9 +165,3 @@ def test_every_plot_function_closes_its_figure_when_it_raises():
     assert len(plots) >= 30
     unguarded = [name for name in plots if not hasattr(eval_name(name), "__wrapped__")]
     assert not unguarded, f"plot functions that would leak a figure when they raise: {unguarded}"
-    # The review's case: the figure is made, then the step is found out of range.
-
-    setting = nb10_cost.memory_setting(256, 16, 64)
-    walk = nb10_cost.online_softmax_walk(setting.walk_block)
-    with no_new_figures("a plot that raised"), pytest.raises(ValueError):
-        nb10_cost_views.plot_chunked_setting(setting, walk, walk.n_steps)

@@ -1,59 +1,154 @@
-"""Notebook 10's checkers: one online-softmax step, and the bytes of a score matrix."""
+"""Notebook 10's measurements and checkers: what they count, and each mistake named in words."""
 
 from __future__ import annotations
 
 import math
+import re
+from fractions import Fraction
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from attn_lib.lessons import nb10_cost
-from attn_lib.lessons.nb10_cost import check_online_softmax_step, check_score_matrix_bytes
+import attn_lib
+from attn_lib.chunked import _online_softmax_step
+from attn_lib.lessons import _checking, nb10_cost
+from attn_lib.lessons._checking import show_solution
+from attn_lib.lessons.nb10_cost import (
+    check_crossover_length,
+    check_online_step,
+    format_bytes,
+    largest_new_tensor,
+    matmul_flops,
+    online_softmax_walk,
+    time_attention,
+    timing_table,
+)
+
+# --- measuring ---------------------------------------------------------------------------------
 
 
-def good_step(m, l, acc, scores, v_block):
-    m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
-    ref = m_new.masked_fill(m_new == -math.inf, 0.0)
-    r, p = torch.exp(m - ref), torch.exp(scores - ref)
-    return m_new, r * l + p.sum(dim=-1, keepdim=True), r * acc + p @ v_block
+def test_format_bytes():
+    assert [format_bytes(n) for n in (292, 1024, 512 * 2**20, 4 * 2**30)] == [
+        "292 B", "1.0 KiB", "512.0 MiB", "4.0 GiB"]  # fmt: skip
 
 
-def not_written(*args):
-    raise NotImplementedError
+def test_time_attention_warms_up_interleaves_and_restores_threads():
+    calls = []
+    methods = {"a": lambda q, k, v: calls.append(("a", q.shape[1])),
+               "b": lambda q, k, v: calls.append(("b", q.shape[1]))}  # fmt: skip
+    threads = torch.get_num_threads()
+    ms = time_attention(methods, [8, 16], d_k=4, repeats=3)
+    assert torch.get_num_threads() == threads
+    assert calls[:2] == [("a", 8), ("b", 8)] and calls.count(("a", 16)) == 4  # warm-up + 3
+    assert sorted(ms) == ["a", "b"] and sorted(ms["a"]) == [8, 16]
+    table = timing_table(ms).splitlines()
+    assert table[0].split() == ["L", "a", "b"] and table[1].split()[0] == "8"
 
 
-def test_online_step_passes_a_correct_step():
-    result = check_online_softmax_step(good_step, verbose=False)
-    assert result and result.mistake is None and "Passed" in result.message
+def test_the_sanitiser_masks_only_the_timings():
+    from nbval.plugin import get_sanitize_patterns
+
+    cfg = Path(__file__).resolve().parents[1] / "sanitize.cfg"
+    patterns = get_sanitize_patterns(cfg.read_text(encoding="utf-8"))
+    texts = [timing_table({"m": {256: t, 2048: 10 * t}}) for t in (0.5, 123.456)]
+    for regex, replace in patterns:
+        texts = [re.sub(regex, replace, t) for t in texts]
+    assert texts[0] == texts[1] and "256" in texts[0] and "2048" in texts[0]
+    unchanged = "L = 8192: chunked 22.4 MiB, 4.4 % of naive; 0.0941 gap"
+    for regex, replace in patterns:
+        assert re.sub(regex, replace, unchanged) == unchanged
 
 
-def test_online_step_accepts_a_step_that_works_in_place():
+def test_largest_new_tensor_sees_results_not_views():
+    a, b = torch.randn(3, 5), torch.randn(5, 7)
+    assert largest_new_tensor(lambda: (a @ b, a.T, a[:2])) == ((3, 7), 3 * 7 * 4)
+    assert largest_new_tensor(lambda: a.view(15)) == ((), 0)
+    q = k = v = torch.randn(1, 64, 8)
+    assert largest_new_tensor(lambda: attn_lib.chunked_attention(q, k, v, block_size=8))[0] == (
+        1, 64, 8)  # fmt: skip
+
+
+def test_matmul_flops_counts_the_formulas_products_only():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(3, 5, generator=g), torch.randn(5, 7, generator=g)
+    assert matmul_flops(lambda: a @ b) == 2 * 3 * 5 * 7
+    assert matmul_flops(lambda: torch.bmm(a[None].expand(2, 3, 5), b[None].expand(2, 5, 7))) == (
+        2 * 2 * 3 * 5 * 7)  # fmt: skip
+    assert matmul_flops(lambda: (a @ b[:, 0], torch.dot(a[0], a[0]))) == 0  # vectors: not counted
+    q, k, v = (torch.randn(3, 20, 8, generator=g) for _ in range(3))  # the checks' dot: not counted
+    want = 2 * 3 * 20 * 20 * (8 + 8)  # as FlopCounterMode counts it (checked when written)
+    assert matmul_flops(lambda: attn_lib.scaled_dot_product_attention(q, k, v)) == want
+    for block in (20, 3):
+        assert matmul_flops(lambda b=block: attn_lib.chunked_attention(q, k, v, block_size=b)) == want
+
+
+# --- the walk ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 4, 16])
+def test_online_softmax_walk(block_size):
+    walk = online_softmax_walk(block_size)
+    assert walk is online_softmax_walk(block_size)  # cached
+    assert len(walk.states) == math.ceil(16 / block_size)
+    assert torch.isinf(walk.scores[:2]).all() and torch.isfinite(walk.scores[2:]).all()
+    torch.testing.assert_close(walk.output, torch.softmax(walk.scores, -1) @ walk.values)
+    torch.testing.assert_close(walk.states[-1].output, walk.output)
+    for s in walk.states:
+        assert not torch.isnan(s.acc).any() and not math.isnan(s.l)
+        if s.m_old > -math.inf:
+            assert s.rescale == pytest.approx(math.exp(s.m_old - s.m), rel=1e-6)
+
+
+def test_a_first_block_of_padding_is_guarded():
+    first = online_softmax_walk(2).states[0]
+    assert first.m == -math.inf and first.rescale == 0.0 and first.l == 0.0
+
+
+# --- exercise 1: one step of the online softmax ------------------------------------------------
+
+
+def test_the_checkers_recurrence_is_the_librarys():
+    for case in nb10_cost._step_cases():
+        _, s, keep, v, size = case
+        mine = nb10_cost._run_steps(None, case)
+        m, l, acc = torch.full((s.shape[0], 1), -math.inf), torch.zeros(s.shape[0], 1), torch.zeros(
+            s.shape[0], v.shape[-1])  # fmt: skip
+        scores = s.masked_fill(~keep, -math.inf)
+        for i, k0 in enumerate(range(0, s.shape[-1], size)):
+            m, l, acc = _online_softmax_step(m, l, acc.clone(), scores[:, k0:k0 + size].clone(),
+                                             v[k0:k0 + size])[:3]  # fmt: skip
+            for x, y in zip(mine[3 * i:3 * i + 3], (m, l, acc), strict=True):
+                torch.testing.assert_close(x, y)
+        weights = torch.softmax(scores, -1).nan_to_num(0.0)  # all-blocked rows: zeros
+        has_key = keep.any(-1, keepdim=True)
+        torch.testing.assert_close(torch.where(has_key, acc / l.masked_fill(~has_key, 1), 0),
+                                   weights @ v)  # fmt: skip
+
+
+def test_online_step_passes_the_solution_and_one_that_works_in_place():
+    assert check_online_step(nb10_cost.solution_online_step, verbose=False)
+
     def in_place(m, l, acc, scores, v_block):
-        m_new, l_new, acc_new = good_step(m, l, acc, scores, v_block)
+        m_new, l_new, acc_new = nb10_cost.solution_online_step(m, l, acc, scores, v_block)
         acc.copy_(acc_new)
         return m_new, l_new, acc
 
-    assert check_online_softmax_step(in_place, verbose=False)
+    assert check_online_step(in_place, verbose=False)
 
 
 @pytest.mark.parametrize("slip", list(nb10_cost._STEP_SLIPS))
 def test_online_step_names_each_slip(slip):
     def step(m, l, acc, scores, v_block):
-        return nb10_cost._variant_step(m, l, acc, scores, v_block, slip)
+        return nb10_cost._slipped_step(m, l, acc, scores, v_block, slip)
 
-    result = check_online_softmax_step(step, verbose=False)
-    assert not result and result.mistake == slip
-    assert "Not yet" in result.message
+    result = check_online_step(step, verbose=False)
+    assert not result and result.mistake == slip and result.message.startswith("Not yet.")
 
 
-def test_online_step_without_guard_is_explained():
-    def no_guard(m, l, acc, scores, v_block):
-        m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
-        r, p = torch.exp(m - m_new), torch.exp(scores - m_new)
-        return m_new, r * l + p.sum(dim=-1, keepdim=True), r * acc + p @ v_block
-
-    result = check_online_softmax_step(no_guard, verbose=False)
-    assert result.mistake == "no_guard" and "NaN" in result.message
+def not_written(*args):
+    raise NotImplementedError
 
 
 @pytest.mark.parametrize(
@@ -63,54 +158,45 @@ def test_online_step_without_guard_is_explained():
         (lambda m, l, acc, s, v: 1 / 0, "error"),
         (lambda m, l, acc, s, v: (m, l), "bad_return"),
         (lambda m, l, acc, s, v: (m.squeeze(-1), l, acc), "bad_return"),
-        (lambda m, l, acc, s, v: [t * 1.5 for t in good_step(m, l, acc, s, v)], "unknown"),
+        (lambda *a: [1.5 * t for t in nb10_cost.solution_online_step(*a)], "unknown"),
     ],
 )
 def test_online_step_other_outcomes(fn, mistake, capsys):
-    result = check_online_softmax_step(fn)
+    result = check_online_step(fn)
     assert not result and result.mistake == mistake
     assert capsys.readouterr().out.strip() == result.message  # the feedback is printed
 
 
-def test_online_step_reference_matches_the_library():
-    for case in nb10_cost._step_cases():
-        states = nb10_cost._reference_states(case)
-        assert len(states) == len(case.blocks())
-        assert torch.isfinite(states[-1][1]).all()
-
-
-def right_bytes(B, L, dtype):
-    return B * L * L * dtype.itemsize
-
-
-def test_score_bytes_passes():
-    result = check_score_matrix_bytes(right_bytes, verbose=False)
-    assert result and "512 MiB" in result.message
-    assert nb10_cost.score_matrix_bytes(8, 4096, torch.float32) == 512 * 2**20
+# --- exercise 2: the crossover -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("fn", "mistake"),
     [
+        (nb10_cost.solution_crossover_length, None),
+        (lambda d, k, v: Fraction(d * (2 * k + v), k + v), None),
+        (lambda d, k, v: np.float64(d * (2 * k + v) / (k + v)), None),
+        (lambda d, k, v: torch.tensor(d * (2 * k + v) / (k + v)), None),
         (not_written, "not_written"),
-        (lambda B, L, dtype: B * L * L, "numbers_not_bytes"),
-        (lambda B, L, dtype: 8 * right_bytes(B, L, dtype), "bits"),
-        (lambda B, L, dtype: L * L * dtype.itemsize, "batch_missing"),
-        (lambda B, L, dtype: B * L * dtype.itemsize, "linear_in_L"),
-        (lambda B, L, dtype: B * L * L * 4, "always_4_bytes"),
-        (lambda B, L, dtype: 2 * right_bytes(B, L, dtype), "scores_and_weights"),
-        (lambda B, L, dtype: right_bytes(B, L, dtype) / 2**20, "mib"),
-        (lambda B, L, dtype: right_bytes(B, L, dtype) / 1e6, "megabytes"),
-        (lambda B, L, dtype: 12345, "wrong_value"),
-        (lambda B, L, dtype: "lots", "bad_return"),
-        (lambda B, L, dtype: {}[0], "error"),
+        (lambda d, k, v: d, "just_d_model"),
+        (lambda d, k, v: 2 * d, "qk_only"),
+        (lambda d, k, v: d * (2 * k + v) / k, "scores_only"),
+        (lambda d, k, v: 2 * d * (2 * k + v) / (k + v), "flops_mixed"),
+        (lambda d, k, v: 1.5 * d, "wrong_value"),  # right only when d_k = d_v
+        (lambda d, k, v: "768", "bad_return"),
+        (lambda d, k, v: {}[0], "error"),
     ],
 )
-def test_score_bytes_names_each_mistake(fn, mistake):
-    result = check_score_matrix_bytes(fn, verbose=False)
-    assert not result and result.mistake == mistake
+def test_crossover_names_each_mistake(fn, mistake):
+    result = check_crossover_length(fn, verbose=False)
+    assert bool(result) == (mistake is None) and result.mistake == mistake
 
 
-def test_score_bytes_accepts_a_tensor():
-    assert check_score_matrix_bytes(lambda B, L, d: torch.tensor(right_bytes(B, L, d)),
-                                    verbose=False)  # fmt: skip
+def test_a_solution_is_shown_only_after_an_attempt(capsys, monkeypatch):
+    monkeypatch.setattr(_checking, "_ATTEMPTED", set())
+    nb10_cost.check_crossover_length(not_written, verbose=False)  # not an attempt
+    show_solution("crossover_length", nb10_cost.solution_crossover_length)
+    assert "Try it first" in capsys.readouterr().out
+    nb10_cost.check_crossover_length(lambda d, k, v: d, verbose=False)
+    show_solution("crossover_length", nb10_cost.solution_crossover_length)
+    assert "def solution_crossover_length" in capsys.readouterr().out
