@@ -1,19 +1,16 @@
-"""The examples of notebooks 01 and 02 (attn_lib.lessons): the library, sentences, embeddings.
+"""The examples of notebook 01 (attn_lib.lessons): the library, sentences, embeddings.
 
-Also the claims those data carry: word order needs positions (C12), the library's
-retrieval takes the best book and skims the close ones, and x xᵀ's own score is not
-always the largest in its row.
+Also the claims those data carry: word order needs positions (C12), and the library's
+retrieval takes the best book and skims the close ones.
 """
 
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
 
 from attn_lib import ShapeError
-from attn_lib.lessons import _examples, _experiments, nb01_retrieval, nb02_qkv
+from attn_lib.lessons import _examples, _experiments, nb01_retrieval
 
 # ---------------------------------------------------------------------------
 # The library (notebook 01)
@@ -124,29 +121,3 @@ def test_word_order_needs_positions(pair):
         torch.testing.assert_close(plain.output_a[i], plain.output_b[j])
     with_pe = nb01_retrieval.word_order_outputs(a, b, table, model, positions=True)
     assert float(with_pe.deviation.min()) > 1e-2  # measured ≥ 0.06 for 我爱你 / 你爱我
-
-
-# ---------------------------------------------------------------------------
-# Notebook 02's sentence and the x xᵀ counterexample
-# ---------------------------------------------------------------------------
-
-
-def test_qkv_sentence():
-    s = _examples.qkv_sentence()
-    assert len(s.tokens) == 7 == len(set(s.tokens))
-    assert s.x.shape == (7, 8)
-    torch.testing.assert_close(_examples.qkv_sentence(16, seed=3).x, _examples.qkv_sentence(16, seed=3).x)
-    ex = nb02_qkv.qkv_example(s.x, "k")
-    torch.testing.assert_close(ex.weights, nb02_qkv.qkv_example(s.x).weights)
-
-
-def test_a_short_token_next_to_a_long_one_does_not_score_itself_highest():
-    s = nb02_qkv.short_and_long_tokens()
-    scores = s.x @ s.x.T  # (2, 2)
-    torch.testing.assert_close(scores, scores.T)
-    assert s.tokens == ("short", "long")
-    assert int(scores[0].argmax()) == 1  # short·long = 0.65 > short·short = 0.10
-    assert int(scores[1].argmax()) == 1
-    torch.testing.assert_close(scores[0], torch.tensor([0.10, 0.65]))
-    cos = torch.nn.functional.cosine_similarity(s.x[0], s.x[1], dim=0)
-    assert float(cos) > math.cos(math.radians(5))  # nearly the same direction

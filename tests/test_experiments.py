@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from attn_lib import ShapeError, SingleHeadAttention, causal_mask
-from attn_lib.lessons import _experiments, nb01_retrieval, nb02_qkv, nb04_shapes
+from attn_lib.lessons import _experiments, nb01_retrieval
 
 # ---------------------------------------------------------------------------
 # nn.Linear's default initialisation (the shared helper)
@@ -154,91 +154,6 @@ def test_word_order_outputs_match_tokens_and_refuse_other_sentences():
 
 
 # ---------------------------------------------------------------------------
-# 02: biases (C17), x xᵀ, dot vs cosine (C13)
-# ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def x7():
-    return torch.randn(7, 8, generator=torch.Generator().manual_seed(11))
-
-
-def test_same_weights_for_every_bias_setting(x7):
-    base = nb02_qkv.qkv_example(x7)
-    for bias in nb02_qkv.BIAS_CHOICES:
-        ex = nb02_qkv.qkv_example(x7, bias)
-        for name in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"):
-            torch.testing.assert_close(getattr(ex, name), getattr(base, name), rtol=0, atol=0)
-
-
-def test_key_bias_changes_scores_by_a_row_constant_and_weights_not_at_all(x7):
-    base, ex = nb02_qkv.qkv_example(x7), nb02_qkv.qkv_example(x7, "k", bias_scale=5.0)
-    shift = (base.Q @ ex.b_K / math.sqrt(8))[:, None]  # (L_q, 1): q_i·b_K / √d_k
-    torch.testing.assert_close(ex.scores - base.scores, shift.expand_as(base.scores))
-    torch.testing.assert_close(ex.weights, base.weights)
-    torch.testing.assert_close(ex.output, base.output)
-
-
-def test_value_bias_shifts_every_output_by_b_v(x7):
-    base, ex = nb02_qkv.qkv_example(x7), nb02_qkv.qkv_example(x7, "v")
-    torch.testing.assert_close(ex.weights, base.weights)
-    torch.testing.assert_close(ex.output - base.output, ex.b_V.expand_as(base.output))
-
-
-def test_query_bias_changes_the_weights(x7):
-    base = nb02_qkv.qkv_example(x7)
-    for scale, margin in ((1.0, 0.01), (5.0, 0.1)):  # measured 0.03 and 0.3 here
-        ex = nb02_qkv.qkv_example(x7, "q", bias_scale=scale)
-        assert float((ex.weights - base.weights).abs().max()) > margin
-        torch.testing.assert_close(ex.weights.sum(-1), torch.ones(7))
-
-
-def test_qkv_shapes_with_d_v_different_from_d_k(x7):
-    ex = nb02_qkv.qkv_example(x7, d_k=4, d_v=3)
-    assert ex.W_Q.shape == (4, 8) and ex.W_V.shape == (3, 8)  # nn.Linear layout (d_out, d_in)
-    assert ex.Q.shape == ex.K.shape == (7, 4)
-    assert ex.V.shape == (7, 3) and ex.output.shape == (7, 3)
-    assert ex.weights.shape == (7, 7)
-
-
-def test_token_qkv_is_a_row_of_the_example(x7):
-    ex = nb02_qkv.qkv_example(x7, "q")
-    for index in (0, 3, -1):
-        t = nb02_qkv.token_qkv(x7, index, "q")
-        i = index % 7
-        assert t.index == i
-        for got, want in ((t.query, ex.Q[i]), (t.key, ex.K[i]), (t.value, ex.V[i]),
-                          (t.scores, ex.scores[i]), (t.weights, ex.weights[i]),
-                          (t.output, ex.output[i])):  # fmt: skip
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
-    with pytest.raises(IndexError):
-        nb02_qkv.token_qkv(x7, 7)
-    with pytest.raises(IndexError):
-        nb02_qkv.token_qkv(x7, -8)
-    with pytest.raises(ValueError, match="bias"):
-        nb02_qkv.qkv_example(x7, "b")
-
-
-def test_own_score_dominates_x_xT_in_high_dimension():
-    # measured: 0.435 (d=2), 0.926 (8), 1.0 (64), 1.0 (512)
-    f = {d: nb02_qkv.self_score_max_fraction(d) for d in (2, 8, 64, 512)}
-    assert f[2] < 0.6
-    assert f[8] > 0.85
-    assert f[64] > 0.99 and f[512] > 0.999
-    assert f[2] < f[8] <= f[64] <= f[512]
-
-
-def test_dot_product_scales_with_the_norm_cosine_does_not():
-    r = nb02_qkv.dot_and_cosine([1.0, 2.0, 0.5], [0.5, 1.0, -1.0], factors=(0.5, 1.0, 3.0))
-    torch.testing.assert_close(r.dot, r.factors * r.dot[1])
-    torch.testing.assert_close(r.cosine, r.cosine[1].expand(3))
-    with pytest.raises(ValueError, match="non-zero"):
-        nb02_qkv.dot_and_cosine([0.0, 0.0], [1.0, 0.0])
-    with pytest.raises(ShapeError):
-        nb02_qkv.dot_and_cosine([1.0, 0.0], [1.0, 0.0, 0.0])
-
-
-# ---------------------------------------------------------------------------
 # 04: cost (C20)
 # ---------------------------------------------------------------------------
 
@@ -267,14 +182,6 @@ def test_attention_dominates_beyond_the_crossover():
     assert at.attention_macs == at.projection_macs
 
 
-def test_cost_curves():
-    c = nb04_shapes.cost_curves([16, 256, 4096], 256)
-    assert c.L.tolist() == [16, 256, 4096]
-    assert c.crossover == pytest.approx(384.0)
-    ratio = c.attention_macs / c.projection_macs
-    torch.testing.assert_close(ratio, c.L.double() / c.crossover)
-
-
 # ---------------------------------------------------------------------------
 # Bad arguments get a sentence
 # ---------------------------------------------------------------------------
@@ -283,21 +190,11 @@ def test_cost_curves():
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda: nb02_qkv.self_score_max_fraction(0), ShapeError, "d"),
         (lambda: _experiments.attention_cost(0, 8), ShapeError, "L"),
         (lambda: _experiments.attention_cost(8, 8, dtype="float32"), TypeError, "dtype"),
         (lambda: _experiments.crossover_length(8, d_k=0), ShapeError, "d_k"),
-        (lambda: nb02_qkv.qkv_example(torch.zeros(8)), ShapeError, "x"),
-        (lambda: nb02_qkv.qkv_example(torch.zeros(3, 8), bias_scale=0), ValueError, "bias_scale"),
     ],
 )  # fmt: skip
 def test_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
-
-
-def test_functions_do_not_touch_the_global_rng():
-    state = torch.get_rng_state()
-    nb02_qkv.qkv_example(torch.zeros(3, 8))
-    nb02_qkv.self_score_max_fraction(4, n_sequences=2)
-    assert torch.equal(torch.get_rng_state(), state)

@@ -1,14 +1,12 @@
 """Notebook 02's token dashboard and figures, driven headlessly.
 
-Controls → :func:`attn_lib.nb02_qkv.token_qkv` → one reused figure → PNG. Every
-control takes every value; the bars must show exactly what the pure function returns.
+Controls → the four settings of :func:`nb02_qkv.qkv_example` → one reused figure → PNG. The
+bars must show exactly the numbers of the chosen token and setting, and the static figures
+the dashboard's.
 """
 
 from __future__ import annotations
 
-import itertools
-
-import ipywidgets
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -18,188 +16,99 @@ from helpers import (
     assert_no_nan,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
-    decode,
     each_value,
-    no_new_figures,
     open_dashboard,
     png_of,
 )
 
 from attn_lib.lessons import _examples, nb02_qkv, nb02_qkv_views
-from attn_lib.lessons._dashboard import control_values
-from attn_lib.lessons.nb02_qkv_views import TokenQKVDashboard
+from attn_lib.lessons.nb02_qkv_views import BIAS_LABELS, TokenQKVDashboard
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
-BIAS_SCALE = 3.0  # as in the notebook
 SENTENCE = _examples.qkv_sentence()
-FIELDS = ("query", "key", "value", "scores", "weights", "output")
-
+EXAMPLES = {b: nb02_qkv.qkv_example(SENTENCE.x, b) for b in nb02_qkv.BIAS_CHOICES}
+FIELDS = ("Q", "K", "V", "scores", "weights", "output")
 
 
 @pytest.fixture(scope="module")
-def shared_dashboard(headless_backend):
-    """One dashboard for the module (building one takes a while); closed at the end."""
-    yield from open_dashboard(TokenQKVDashboard, bias_scale=BIAS_SCALE)
+def dashboard(headless_backend):
+    yield from open_dashboard(TokenQKVDashboard)
 
 
-@pytest.fixture
-def dashboard(shared_dashboard):
-    """The shared dashboard, back in its default setting ("cat", no bias)."""
-    shared_dashboard.controls["token"].value = 2
-    shared_dashboard.controls["bias"].value = "none"
-    with no_new_figures("an update"):
-        yield shared_dashboard
+def heights(bars) -> list[float]:
+    return [bar.get_height() for bar in bars.patches]
 
 
-def expected(index: int, bias: str) -> nb02_qkv.TokenQKV:
-    return nb02_qkv.token_qkv(SENTENCE.x, index, bias, bias_scale=BIAS_SCALE)
-
-
-def assert_shows(dash: TokenQKVDashboard, index: int, bias: str) -> None:
-    """The dashboard holds and draws exactly what token_qkv computes."""
-    want, reference = expected(index, bias), expected(index, "none")
-    assert dash.values == {"token": index, "bias": bias}
-    assert dash.last_error is None and dash.status.value == ""
-    assert dash.result.index == index and dash.result.bias == bias
+def assert_shows(bars: dict, title: str, index: int, bias: str) -> None:
+    """Filled bars: token ``index`` under ``bias``; outlines: the same token without bias."""
     for field in FIELDS:
-        got = getattr(dash.result, field)
-        assert torch.equal(got, getattr(want, field)), field
-        assert_no_nan(got)
-        heights = [bar.get_height() for bar in dash.view.bars[field].patches]
-        np.testing.assert_allclose(heights, getattr(want, field).numpy(), rtol=0, atol=1e-6)
-        outlines = [bar.get_height() for bar in dash.view.ghosts[field].patches]
-        np.testing.assert_allclose(outlines, getattr(reference, field).numpy(), atol=1e-6)
-    texts = [t.get_text() for t in dash.view.weight_texts]
-    assert texts == [f"{w:.2f}" for w in want.weights.tolist()]
-    title = dash.figure.get_suptitle()
-    assert f"'{SENTENCE.tokens[index]}' (position {index})" in title
-    assert nb02_qkv_views.BIAS_LABELS[bias] in title
-    dark = [bar.get_facecolor() for bar in dash.view.bars["weights"].patches]
-    assert sum(c == dark[index] for c in dark) == 1  # only the token's own key is darker
-    assert_png_fits_figure(dash)
+        shown, plain = bars[field]
+        want = getattr(EXAMPLES[bias], field)[index]
+        assert_no_nan(want)
+        np.testing.assert_allclose(heights(shown), want.numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(heights(plain), getattr(EXAMPLES["none"], field)[index])
+    assert f"'{SENTENCE.tokens[index]}' (position {index}), {BIAS_LABELS[bias]}" in title
+    dark = [bar.get_facecolor() for bar in bars["weights"][0].patches]
+    assert dark.count(dark[index]) == 1  # only the token's own key is darker
 
 
 def test_default_state(dashboard):
-    assert_shows(dashboard, 2, "none")
-    assert isinstance(dashboard.widget, ipywidgets.VBox)
-    assert set(dashboard.controls) == {"token", "bias"}
-    labels = [t.get_text() for t in dashboard.view.axes["weights"].get_xticklabels()]
-    assert labels == list(SENTENCE.tokens)
+    assert dashboard.values == {"token": 2, "bias": "none"}
+    assert_shows(dashboard.view.bars, dashboard.view.suptitle.get_text(), 2, "none")
+    assert_png_fits_figure(dashboard)
+    assert_repr_is_fixed_sentence(dashboard, TokenQKVDashboard)
 
 
 @pytest.mark.parametrize("name", ["token", "bias"])
 def test_each_control_each_value(dashboard, name):
-    values = control_values(dashboard.controls[name])
-    if name == "token":  # min, middle and max are among the options
-        assert {0, 3, 6} <= set(values)
-    else:
-        assert set(values) == set(nb02_qkv.BIAS_CHOICES)
-    bars = dashboard.view.bars["weights"]
-    for _, previous in each_value(dashboard, name, back_to_start=True):  # one figure, reused
-        assert_shows(dashboard, index=dashboard.values["token"], bias=dashboard.values["bias"])
-        assert dashboard.view.bars["weights"] is bars
+    for _, previous in each_value(dashboard, name, back_to_start=True):  # first and last token too
+        assert dashboard.last_error is None
+        token, bias = dashboard.values["token"], dashboard.values["bias"]
+        assert_shows(dashboard.view.bars, dashboard.view.suptitle.get_text(), token, bias)
         assert png_of(dashboard) != previous  # every change shows something new
+        assert_png_fits_figure(dashboard)
 
 
-def test_every_combination_and_what_each_bias_does(dashboard):
-    seen = set()
-    for index, bias in itertools.product(range(len(SENTENCE.tokens)), nb02_qkv.BIAS_CHOICES):
-        dashboard.set(token=index, bias=bias)
-        assert_shows(dashboard, index, bias)
-        seen.add(png_of(dashboard))
-        shown, plain = dashboard.result, dashboard.reference
-        if bias in ("none", "k", "v"):
-            torch.testing.assert_close(shown.weights, plain.weights)
-        if bias == "k":
-            torch.testing.assert_close(shown.output, plain.output)
-            shift = shown.scores - plain.scores
-            torch.testing.assert_close(shift, shift[0].expand_as(shift))  # one constant
-        if bias == "v":
-            b_V = nb02_qkv.qkv_example(SENTENCE.x, "v", bias_scale=BIAS_SCALE).b_V
-            torch.testing.assert_close(shown.output - plain.output, b_V)
-        if bias == "q":
-            assert (shown.weights - plain.weights).abs().max() > 0.05
-    assert len(seen) == 28  # every setting looks different
+def test_what_each_bias_shows(dashboard):
+    for bias, weights_move, output_moves in (("k", False, False), ("v", False, True),
+                                             ("q", True, True)):  # fmt: skip
+        dashboard.set(token=6, bias=bias)
+        title = dashboard.view.suptitle.get_text()
+        assert ("weights change by ≤ 0.0000" in title) is not weights_move
+        assert ("output by ≤ 0.0000" in title) is not output_moves
+    dashboard.set(token=2, bias="none")
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
-    settings = [{"token": i, "bias": b} for i, b in ((0, "q"), (6, "v"), (3, "k"))]
+    settings = [{"token": 0, "bias": "q"}, {"token": 6, "bias": "v"}]
     assert_blits_match_full_redraws(dashboard, settings)
+    dashboard.set(token=2, bias="none")
 
 
-def test_repr_is_a_fixed_sentence(dashboard):
-    assert_repr_is_fixed_sentence(dashboard, TokenQKVDashboard)
-
-
-def test_other_sentence_and_widths():
-    pair = nb02_qkv.short_and_long_tokens()
-    with no_new_figures("the dashboard"):
-        dash = TokenQKVDashboard(index=-1, bias="q", sentence=pair, d_k=3, d_v=5, dpi=50)
-        try:
-            assert dash.values == {"token": 1, "bias": "q"}
-            assert len(dash.view.bars["query"].patches) == 3
-            assert len(dash.view.bars["value"].patches) == 5
-            assert len(dash.view.bars["weights"].patches) == 2
-            want = nb02_qkv.token_qkv(pair.x, 1, "q", d_k=3, d_v=5, bias_scale=3.0)
-            assert torch.equal(dash.result.output, want.output)
-            decode(png_of(dash))
-        finally:
-            dash.close()
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "error"),
-    [({"index": 7}, IndexError), ({"index": -8}, IndexError), ({"bias": "Q"}, ValueError),
-     ({"bias_scale": 0.0}, ValueError)],
-)  # fmt: skip
-def test_bad_arguments_are_refused(kwargs, error):
-    with no_new_figures(), pytest.raises(error):
-        TokenQKVDashboard(**kwargs)
-
-
-# --- the static figures of notebook 02 -----------------------------------------------------
-
-
-def test_static_token_figure_matches_the_dashboard_default(dashboard):
-    results = [expected(i, b) for i in range(7) for b in nb02_qkv.BIAS_CHOICES]
-    limits = nb02_qkv_views.token_qkv_limits(results)
-    assert limits == dashboard.view.limits
-    assert limits["weights"][0] == 0.0
-    for field in FIELDS:
-        top = max(getattr(r, field).abs().max().item() for r in results)
-        assert limits[field][1] == pytest.approx(1.1 * top)
-    fig = nb02_qkv_views.plot_token_qkv(expected(2, "none"), expected(2, "none"), SENTENCE.tokens,
-                                  limits=limits)  # fmt: skip
-    try:
-        assert len(fig.axes) == 6
-        assert fig.get_suptitle() == dashboard.figure.get_suptitle()
+def test_static_figures(dashboard):
+    fig = nb02_qkv_views.plot_token_qkv(EXAMPLES, SENTENCE.tokens, index=2, bias="none")
+    try:  # the dashboard's default, as a static figure: same bars, same limits, same title
+        for (shown, _), ax in zip(dashboard.view.bars.values(), fig.axes, strict=True):
+            assert heights(ax.containers[0]) == heights(shown)
+            assert ax.get_ylim() == shown.patches[0].axes.get_ylim()
+        assert fig.get_suptitle() == dashboard.view.suptitle.get_text()
     finally:
         plt.close(fig)
-
-
-def test_bias_gallery():
-    reference = expected(2, "none")
-    results = [expected(2, b) for b in ("q", "k", "v")]
-    fig = nb02_qkv_views.plot_bias_gallery(results, reference, SENTENCE.tokens)
+    fig = nb02_qkv_views.plot_bias_gallery(EXAMPLES, SENTENCE.tokens, index=2)
     try:
-        assert len(fig.axes) == 6
-        titles = [ax.get_title() for ax in fig.axes]
-        assert titles[0].startswith("bias on Q") and "0.0000" not in titles[0]
+        titles = [ax.get_title() for ax in fig.axes]  # row by row: weights, then output
+        assert titles[0].startswith("bias on Q") and not titles[0].endswith("0.0000")
         assert titles[1].startswith("bias on K") and titles[1].endswith("≤ 0.0000")
         assert titles[2].startswith("bias on V") and titles[2].endswith("≤ 0.0000")
-        assert titles[4] == "output changes by ≤ 0.0000"  # K: outputs unchanged
+        assert titles[4].endswith("≤ 0.0000") and not titles[5].endswith("0.0000")
     finally:
         plt.close(fig)
-    with pytest.raises(ValueError, match="same token"):
-        nb02_qkv_views.plot_bias_gallery([expected(3, "q")], reference, SENTENCE.tokens)
-    with pytest.raises(ValueError):
-        nb02_qkv_views.plot_bias_gallery([], reference, SENTENCE.tokens)
 
 
-def test_token_attention_gallery_and_vectors():
+def test_weights_pair():
     w = torch.softmax(SENTENCE.x @ SENTENCE.x.T, dim=-1)
-    fig = nb02_qkv_views.plot_token_attention_gallery([(w, "a"), (w.T, "b")], SENTENCE.tokens)
+    fig = nb02_qkv_views.plot_weights_pair([(w, "a"), (w.T, "b")], SENTENCE.tokens, "title")
     try:
         heatmaps = [ax for ax in fig.axes if ax.get_images()]
         assert len(heatmaps) == 2
@@ -208,14 +117,3 @@ def test_token_attention_gallery_and_vectors():
             assert ax.get_images()[0].get_clim() == (0.0, 1.0)
     finally:
         plt.close(fig)
-    pair = nb02_qkv.short_and_long_tokens()
-    fig = nb02_qkv_views.plot_vectors_2d(pair.x, pair.tokens, title="t")
-    try:
-        labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-        assert labels == ["short (0.3, 0.1)", "long (2, 0.5)"]
-    finally:
-        plt.close(fig)
-    with pytest.raises(ValueError, match=r"\(L, 2\)"):
-        nb02_qkv_views.plot_vectors_2d(torch.zeros(2, 3), ["a", "b"])
-    with pytest.raises(ValueError):
-        nb02_qkv_views.plot_vectors_2d(torch.zeros(2, 2), ["a"])
