@@ -131,6 +131,7 @@ class WalkView:
         ax_scores.set_xticks([0, 5, 10, 15])
         ax_scores.set_xlabel("key j", fontsize=fontsize)
         ax_scores.axhline(0.0, color="0.6", linewidth=0.8)
+        self.span = ax_scores.axvspan(-0.5, 0.5, color=_NOW, alpha=0.2, linewidth=0, zorder=0)
         (self.m_line,) = ax_scores.plot([], [], color=_MAX, linewidth=2)
         self.scores_title = ax_scores.set_title(" ", fontsize=fontsize)
         comps = np.arange(walk.output.numel())
@@ -150,6 +151,8 @@ class WalkView:
         for j, bar in enumerate(self.bars.patches):
             color = _DONE if j < s.start else _NOW if j < s.stop else _LATER
             bar.set_facecolor(color if j >= WALK_PADDING else (0, 0, 0, 0))
+        self.span.set_x(s.start - 0.5)  # this block, visible even when all its keys are blocked
+        self.span.set_width(s.stop - s.start)
         seen = s.m > -math.inf
         self.m_line.set_data([-0.45, s.stop - 0.55] if seen else [], [s.m, s.m] if seen else [])
         self.scores_title.set_text(_step_title(walk, step))
@@ -161,7 +164,7 @@ class WalkView:
     @property
     def dynamic_artists(self) -> list[Artist]:
         """Everything :meth:`update` changes."""
-        return [*self.bars.patches, self.m_line, self.scores_title, *self.out_bars.patches,
+        return [self.span, *self.bars.patches, self.m_line, self.scores_title, *self.out_bars.patches,
                 self.out_title]  # fmt: skip
 
 
