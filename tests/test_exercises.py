@@ -12,13 +12,6 @@ import torch.nn.functional as F
 
 from attn_lib.lessons._checking import CheckResult
 from attn_lib.lessons.nb01_retrieval import check_conv_layers
-from attn_lib.lessons.nb04_shapes import (
-    STEP_SHAPES_SETTING,
-    check_crossover_length,
-    check_step_macs,
-    check_step_shapes,
-    step_macs,
-)
 from attn_lib.lessons.nb05_module import check_attention, check_causal_mask, check_padding_mask
 from attn_lib.lessons.nb09_training_checkers import check_init_like_scaled, check_stalling_settings
 
@@ -309,18 +302,6 @@ def test_attention_in_float64_passes():
 # --- numbers and shapes given as numpy scalars, 0-d tensors, Fractions, floats ------------------
 
 
-def test_step_shapes_and_macs_accept_numpy_integers():
-    s = STEP_SHAPES_SETTING
-    B, L_q, L_k, d_k, d_v = (np.int64(s[n]) for n in ("B", "L_q", "L_k", "d_k", "d_v"))
-    shapes = {"K_T": (B, d_k, L_k), "scores": (B, L_q, L_k), "weights": [B, L_q, L_k],
-              "output": np.array([B, L_q, d_v])}  # fmt: skip
-    assert check_step_shapes(lambda: shapes, verbose=False)
-    macs = lambda *a: {k: np.int64(v) for k, v in step_macs(*a).items()}
-    assert check_step_macs(macs, verbose=False)
-    as_floats = lambda *a: {k: float(v) for k, v in step_macs(*a).items()}
-    assert check_step_macs(as_floats, verbose=False)
-
-
 def _layers(d, k):
     return -(-d // (k - 1))
 
@@ -336,17 +317,6 @@ def test_conv_layers_accepts_integer_like_answers(wrap):
 def test_conv_layers_refuses_a_bool():
     result = check_conv_layers(lambda d, k: _layers(d, k) == 1, verbose=False)
     assert result.mistake == "bad_return"
-
-
-@pytest.mark.parametrize(
-    "wrap", [Fraction, lambda a, b: np.float64(a / b), lambda a, b: torch.tensor(a / b),
-             lambda a, b: np.int64(a // b), lambda a, b: torch.tensor(a / b, dtype=torch.float64)]
-)  # fmt: skip
-def test_crossover_length_accepts_exact_and_numpy_answers(wrap):
-    result = check_crossover_length(
-        lambda d_model, d_k, d_v: wrap(d_model * (2 * d_k + d_v), d_k + d_v), verbose=False
-    )
-    assert result, result.message
 
 
 def test_init_like_scaled_accepts_float64():
