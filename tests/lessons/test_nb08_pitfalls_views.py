@@ -1,15 +1,15 @@
-"""Notebook 08's figures and dashboards, driven headlessly: each control changes the data shown."""
+"""Notebook 08's dashboards, driven headlessly: each control changes the data shown, and the
+extremes give a picture, never an error."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from helpers import (
-    SharedDashboard,
     assert_no_nan,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
-    each_value,
+    open_dashboard,
 )
 
 from attn_lib.lessons import nb08_pitfalls as lesson
@@ -18,70 +18,52 @@ from attn_lib.lessons.nb08_pitfalls_views import DropoutDashboard, SoftmaxOverfl
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
-@pytest.fixture(scope="module")
-def shared_dropout(headless_backend):
-    yield from SharedDashboard.fixture(DropoutDashboard)
+@pytest.fixture
+def dropout_dash(headless_backend):
+    yield from open_dashboard(DropoutDashboard)
 
 
 @pytest.fixture
-def dropout_dash(shared_dropout):
-    yield from shared_dropout.use()
+def overflow_dash(headless_backend):
+    yield from open_dashboard(SoftmaxOverflowDashboard)
 
 
-@pytest.fixture(scope="module")
-def shared_overflow(headless_backend):
-    yield from SharedDashboard.fixture(SoftmaxOverflowDashboard)
-
-
-@pytest.fixture
-def overflow_dash(shared_overflow):
-    yield from shared_overflow.use()
-
-
-def assert_dropout_shows(dash: DropoutDashboard) -> None:
-    expected = lesson.dropout_setting(**dash.values)
-    assert dash.last_error is None
-    np.testing.assert_array_equal(dash.view.heatmap.image.get_array(), expected.weights.numpy())
-    visible = [rect.get_visible() for rect in dash.view.outlines]
-    assert visible == expected.dropped.flatten().tolist()
-    widths = [bar.get_width() for bar in dash.view.bars]
-    np.testing.assert_allclose(widths, expected.row_sums.numpy())
-    assert dash.figure.get_suptitle() == expected.title
-    assert_no_nan(expected.weights)
-    assert_png_fits_figure(dash)
-
-
-@pytest.mark.parametrize("name", ["p", "placement", "training"])
-def test_dropout_each_control_each_value(dropout_dash, name):
-    for _ in each_value(dropout_dash, name):  # p: 0.3, then its extremes 0 and 0.5
-        assert_dropout_shows(dropout_dash)
-
-
-def assert_overflow_shows(dash: SoftmaxOverflowDashboard) -> None:
-    expected = lesson.softmax_overflow(**dash.values)
-    assert dash.last_error is None
-    naive = [bar.get_height() for bar in dash.panel.naive]
-    nan = expected.naive.isnan().numpy()
-    np.testing.assert_allclose(np.where(nan, 1.0, expected.naive.numpy()), naive)
-    assert [t.get_text() == "NaN" for t in dash.panel.nan_texts] == nan.tolist()
-    stable = [bar.get_height() for bar in dash.panel.stable]
-    np.testing.assert_allclose(stable, expected.stable.numpy())
-    assert_no_nan(expected.stable)  # NaN only in the naive softmax
-    assert_png_fits_figure(dash)
-
-
-@pytest.mark.parametrize("dtype", lesson.OVERFLOW_DTYPES)
-def test_overflow_slider_extremes_and_edges(overflow_dash, dtype):
-    overflow_dash.controls["dtype"].value = dtype
-    edges = [88.25, 88.5, 88.75] if dtype == "float32" else [10.5, 10.75, 11.25]
-    failures = []
-    for value in [0.0, 100.0, *edges]:
-        overflow_dash.controls["largest"].value = value
-        assert_overflow_shows(overflow_dash)
-        failures.append(overflow_dash.result.failure)
-    assert failures == ["none", "nan", "none", "sum overflow", "nan"]
-
-
-def test_repr_is_a_fixed_sentence(dropout_dash, overflow_dash):
+def test_dropout_dashboard_shows_each_setting(dropout_dash):
     assert_repr_is_fixed_sentence(dropout_dash)
+    settings = [  # p at its extremes, both placements, both modes
+        {"p": 0.0, "placement": "after softmax", "training": True},
+        {"p": 0.5, "placement": "after softmax", "training": True},
+        {"p": 0.5, "placement": "before softmax", "training": True},
+        {"p": 0.5, "placement": "before softmax", "training": False},
+    ]
+    for values in settings:
+        dropout_dash.set(**values)
+        expected = lesson.dropout_setting(**values)
+        assert dropout_dash.last_error is None
+        view = dropout_dash.view
+        np.testing.assert_array_equal(view.heatmap.image.get_array(), expected.weights.numpy())
+        assert [r.get_visible() for r in view.outlines] == expected.dropped.flatten().tolist()
+        np.testing.assert_allclose([b.get_width() for b in view.bars], expected.row_sums.numpy())
+        assert dropout_dash.figure.get_suptitle() == expected.title
+        assert_no_nan(expected.weights)
+        assert_png_fits_figure(dropout_dash)
+
+
+def test_overflow_dashboard_shows_each_setting(overflow_dash):
     assert_repr_is_fixed_sentence(overflow_dash)
+    settings = [("float32", 0.0), ("float32", 100.0), ("float16", 10.75), ("float16", 100.0)]
+    failures = []
+    for dtype, largest in settings:
+        overflow_dash.set(dtype=dtype, largest=largest)
+        expected = lesson.softmax_overflow(largest, dtype)
+        assert overflow_dash.last_error is None
+        panel = overflow_dash.panel
+        nan = expected.naive.isnan().numpy()
+        naive = np.where(nan, 1.0, expected.naive.numpy())  # a NaN is drawn as a full bar
+        np.testing.assert_allclose([b.get_height() for b in panel.naive], naive)
+        assert [t.get_text() == "NaN" for t in panel.nan_texts] == nan.tolist()
+        np.testing.assert_allclose([b.get_height() for b in panel.stable], expected.stable.numpy())
+        assert_no_nan(expected.stable)  # NaN only in the naive softmax
+        assert_png_fits_figure(overflow_dash)
+        failures.append(expected.failure)
+    assert failures == ["none", "nan", "sum overflow", "nan"]
