@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ import torch
 import torch.nn.functional as F
 
 from attn_lib.lessons._checking import CheckResult
-from attn_lib.lessons.nb01_retrieval import check_conv_layers
 from attn_lib.lessons.nb05_module import check_attention, check_causal_mask, check_padding_mask
 from attn_lib.lessons.nb09_training_checkers import check_init_like_scaled, check_stalling_settings
 
@@ -300,23 +298,6 @@ def test_attention_in_float64_passes():
 
 
 # --- numbers and shapes given as numpy scalars, 0-d tensors, Fractions, floats ------------------
-
-
-def _layers(d, k):
-    return -(-d // (k - 1))
-
-
-@pytest.mark.parametrize(
-    "wrap", [np.int64, torch.tensor, float, lambda v: Fraction(v, 1), lambda v: np.array([v])]
-)
-def test_conv_layers_accepts_integer_like_answers(wrap):
-    result = check_conv_layers(lambda d, k: wrap(_layers(d, k)), verbose=False)
-    assert result, result.message
-
-
-def test_conv_layers_refuses_a_bool():
-    result = check_conv_layers(lambda d, k: _layers(d, k) == 1, verbose=False)
-    assert result.mistake == "bad_return"
 
 
 def test_init_like_scaled_accepts_float64():
