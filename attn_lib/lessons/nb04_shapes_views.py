@@ -18,7 +18,7 @@ from matplotlib.patches import Rectangle
 
 from ..shapes import fmt_shape
 from ._dashboard import Dashboard
-from ._figures import new_figure
+from ._figures import _closes_figures_on_error, new_figure
 from .nb04_shapes import ShapeTable, shape_table
 
 # The sliders' bounds; the drawing's scale is set for the largest sizes, so boxes compare
@@ -120,6 +120,7 @@ def draw_shapes(fig: Figure, t: ShapeTable) -> None:
         fig.text(0.01, 1 - y / fig.get_figheight(), text, va="center", fontsize=size)
 
 
+@_closes_figures_on_error
 def plot_shapes(t: ShapeTable) -> Figure:
     """:func:`draw_shapes` in a new pyplot figure (end the cell with ``plt.show()``)."""
     fig = plt.figure()
@@ -127,6 +128,7 @@ def plot_shapes(t: ShapeTable) -> Figure:
     return fig
 
 
+@_closes_figures_on_error
 def plot_shape_gallery(tables: Sequence[ShapeTable], *, suptitle: str) -> Figure:
     """The attention of several settings side by side, boxes to one scale (pyplot figure)."""
     width, height = 4 * _SLOT + 2 * _GAP + _ARROW, 2 * _ROW
