@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -10,7 +12,6 @@ from helpers import decode, no_new_figures
 
 from attn_lib import causal_mask
 from attn_lib.lessons import _figures
-from attn_lib.lessons.nb05_module import example_setting
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
@@ -27,6 +28,14 @@ def weights_4x4(masked: bool = False) -> tuple[torch.Tensor, torch.Tensor | None
     if keep is not None:
         scores = scores.masked_fill(~keep, float("-inf"))
     return scores.softmax(dim=-1), keep
+
+
+def setting_4x4() -> SimpleNamespace:
+    """What a weights-and-row-sums view shows: (4, 4) causal weights, their row sums, a title."""
+    w, keep = weights_4x4(masked=True)
+    labels = ("0", "1", "2", "3")
+    return SimpleNamespace(weights=w, keep=keep, row_sums=w.sum(dim=-1), key_labels=labels,
+                           title="causal mask")  # fmt: skip
 
 
 def test_heatmap_labels_title_and_colour_scale(ax):
@@ -96,7 +105,7 @@ def test_bad_inputs_are_refused(ax):
 
 def test_pyplot_helpers_and_png():
     before = len(plt.get_fignums())
-    s = example_setting(1, "padding", True)
+    s = setting_4x4()
     figs = [
         _figures.plot_attention(s.weights, s.keep, key_labels=s.key_labels),
         _figures.plot_attention_gallery(
@@ -126,7 +135,7 @@ def test_new_figure_is_not_managed_by_pyplot():
 def test_weights_row_sums_view():
     fig = _figures.new_figure()
     view = _figures.WeightsRowSumsView(fig, 4)
-    s = example_setting(0, "causal", False)
+    s = setting_4x4()
     view.update(s)
     np.testing.assert_allclose(view.heatmap.image.get_array(), s.weights.numpy())
     widths = [bar.get_width() for bar in view.bars.patches]

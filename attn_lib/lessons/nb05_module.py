@@ -1,17 +1,17 @@
-"""Notebook 05's data, experiments and checkers (torch only).
+"""Notebook 05's checkers and their solutions (torch only).
 
-Used by notebook 05 (A single-head attention module, line by line), sections "7 · A dashboard:
-batch element, mask, scaling", "8 · Check yourself".
+Used by notebook 05 (A single-head attention module), section "5 · Check yourself": the
+reader's attention, checked against attn_lib's; and the reader's test of an attention
+function, run on attn_lib's attention and on the bugs of section 4.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import cache
 
 import torch
+import torch.nn.functional as F
 
 from ..core import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
@@ -27,7 +27,6 @@ from ._checking import (
     _explain_error,
     _finish,
     _is_random,
-    _mask_difference,
     _matches,
     _name_of,
     _not_written,
@@ -35,109 +34,10 @@ from ._checking import (
     _passed,
     _raised,
     _random_text,
+    _short,
+    _wrong_attention,
+    recording,
 )
-from ._examples import (
-    ARTICLE_BATCH,
-    ARTICLE_SEQ_LEN,
-    EXAMPLE_LENGTHS,
-    MASK_CHOICES,
-    article_example,
-    example_mask,
-)
-
-
-@dataclass(frozen=True)
-class SettingResult:
-    """What a dashboard shows for one setting of the article's example.
-
-    Attributes:
-        batch_index: which batch element (0 or 1).
-        mask: "none", "padding" or "causal".
-        scaled: True for scores ÷ √d_k, False for raw dot products.
-        weights: (L_q, L_k) = (4, 4), float32, the attention weights of that element.
-        row_sums: (L_q,) = (4,), float32, each row's sum (1 for every row here).
-        keep: (L_q, L_k) bool, True where the query may attend to the key.
-        key_labels: one tick label per key position; "2 (pad)" for a padded key.
-
-    Source: article sections 3.3 and 4.1.
-    """
-
-    batch_index: int
-    mask: str
-    scaled: bool
-    weights: torch.Tensor
-    row_sums: torch.Tensor
-    keep: torch.Tensor
-    key_labels: tuple[str, ...]
-
-    @property
-    def title(self) -> str:
-        """A one-line description of the setting, for figure titles."""
-        scaling = "scores ÷ √d_k" if self.scaled else "no scaling"
-        return f"sequence {self.batch_index} · mask: {self.mask} · {scaling}"
-
-
-def example_setting(batch_index: int = 0, mask: str = "none", scaled: bool = True) -> SettingResult:
-    """Attention weights of the article's example for one (batch element, mask, scaling) setting.
-
-    A pure function of its arguments: same arguments, same numbers. Each of the
-    12 settings is computed once and remembered (a dashboard asks for them again
-    and again); the tensors returned are fresh copies, safe to modify.
-
-    Args:
-        batch_index: 0 or 1, the batch element to return.
-        mask: "none", "padding" (lengths (4, 2): element 1 has two padded keys)
-            or "causal".
-        scaled: divide the scores by √d_k (the article's module) or not.
-
-    Returns:
-        SettingResult with weights (4, 4), row_sums (4,), keep (4, 4).
-
-    Raises:
-        ValueError: batch_index not 0 or 1, or an unknown mask name.
-        TypeError: scaled not a bool.
-
-    Source: article sections 3.2 and 4.1; Vaswani et al. 2017, eq. (1).
-    """
-    if isinstance(batch_index, bool) or batch_index not in range(ARTICLE_BATCH):
-        raise ValueError(f"batch_index must be 0 or 1, got {batch_index!r}.")
-    if not isinstance(scaled, bool):
-        raise TypeError(f"scaled must be True or False, got {scaled!r}.")
-    if mask not in MASK_CHOICES:
-        raise ValueError(f"mask must be one of {MASK_CHOICES}, got {mask!r}.")
-    cached = _example_setting(batch_index, mask, scaled)
-    return replace(
-        cached,
-        weights=cached.weights.clone(),
-        row_sums=cached.row_sums.clone(),
-        keep=cached.keep.clone(),
-    )
-
-
-@cache
-def _example_setting(batch_index: int, mask: str, scaled: bool) -> SettingResult:
-    ex = article_example()
-    keep = example_mask(mask)
-    scale = 1.0 / math.sqrt(ex.Q.shape[-1]) if scaled else 1.0
-    _, weights = scaled_dot_product_attention(ex.Q, ex.K, ex.V, keep, scale=scale)  # (B, L, L)
-    L = ARTICLE_SEQ_LEN
-    full_keep = torch.ones(ARTICLE_BATCH, L, L, dtype=torch.bool)
-    if keep is not None:
-        full_keep = full_keep & keep  # (B, L, L)
-    w = weights[batch_index]  # (L_q, L_k)
-    labels = tuple(
-        f"{j} (pad)" if mask == "padding" and j >= EXAMPLE_LENGTHS[batch_index] else str(j)
-        for j in range(L)
-    )
-    return SettingResult(
-        batch_index=batch_index,
-        mask=mask,
-        scaled=scaled,
-        weights=w,
-        row_sums=w.sum(dim=-1),  # (L_q,)
-        keep=full_keep[batch_index],
-        key_labels=labels,
-    )
 
 
 def _attention_cases() -> list[_Case]:
@@ -158,7 +58,7 @@ def _attention_cases() -> list[_Case]:
     ]
 
 
-def check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
+def _check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check a hand-written attention function against attn_lib, and name the mistake if any.
 
     ``fn(query, key, value, mask=None)`` must return the output, or the pair
@@ -262,234 +162,105 @@ def check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
     )
 
 
-def _as_bool_mask(m: torch.Tensor) -> torch.Tensor | None:
-    """The mask as bool, or None when it holds values other than 0 and 1."""
-    if m.dtype == torch.bool:
-        return m
-    if not bool(((m == 0) | (m == 1)).all()):
+def _buggy(**mistake: object) -> Callable:
+    """An attention(query, key, value, mask=None) → (output, weights) with one mistake."""
+
+    def attention(query, key, value, mask=None):  # the reader's signature
+        keep = None if mask is None else torch.as_tensor(mask).bool()
+        d_k = query.shape[-1]
+        scale = 1 / d_k if mistake.get("scale") == "d_k" else 1 / math.sqrt(d_k)
+        rest = {k: v for k, v in mistake.items() if k != "scale"}
+        return _wrong_attention(query, key, value, keep, scale=scale, **rest)
+
+    return attention
+
+
+# The bugs the reader's test must reject: (code, the bug, how a test catches it). The first
+# three pass the row-sum check (section 4); the last one does not.
+_BUGS = [
+    ("misses_scale_d_k", _buggy(scale="d_k"), (
+        "divides the scores by d_k instead of √d_k. Compare the output with a trusted reference, "
+        "such as attn_lib.scaled_dot_product_attention, with d_k > 1: for d_k = 1, d_k and √d_k "
+        "are the same number.")),
+    ("misses_inverted_mask", _buggy(invert=True), (
+        "inverts the mask. Give the attention a mask: without one, a mask bug cannot show.")),
+    ("misses_k_q", _buggy(transpose_scores=True), (
+        "computes K Qᵀ instead of Q Kᵀ. Use different tensors for query and key (with query = "
+        "key, Q Kᵀ is symmetric and K Qᵀ is the same matrix), and better L_q ≠ L_k.")),
+    ("misses_softmax_dim", _buggy(softmax_dim=-2), (
+        "takes the softmax over the queries. Even the row-sum check catches this one: compare "
+        "the output with a reference.")),
+]  # fmt: skip
+
+
+def _verdict(value: object) -> bool | None:
+    """A test's answer as a bool (True, 1, a one-element tensor …), or None if it is not one."""
+    if isinstance(value, torch.Tensor):
+        value = value.item() if value.numel() == 1 else None
+    try:
+        return bool(value) if value in (True, False) else None
+    except (RuntimeError, ValueError):  # an array: its truth is ambiguous
         return None
-    return m != 0
 
 
-def _check_mask_fn(
-    fn: Callable,
-    args: list[object],
-    expected: list[torch.Tensor],
-    mistakes: list[tuple[str, str, Callable[[torch.Tensor], torch.Tensor]]],
-    describe: Callable[[object], str],
-    bool_hint: str,
-    verbose: bool,
-) -> CheckResult:
+def _check_attention_test(fn: Callable, *, verbose: bool = True) -> CheckResult:
+    """Check the reader's test ``fn(attention) → bool`` of an attention function.
+
+    ``attention(query, key, value, mask=None)`` returns (output, weights). The test must
+    return True for attn_lib's own attention and False for four bugs (÷ d_k, an inverted mask,
+    K Qᵀ, softmax over the queries). An exception raised while testing a bug counts as False.
+
+    Returns:
+        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
+        "rejects_right", "misses_scale_d_k", "misses_inverted_mask", "misses_k_q",
+        "misses_softmax_dim".
+
+    Source: article section 3.3 (the row-sum check); this notebook's section 4.
+    """
     name = _name_of(fn)
-    results = []
-    for arg in args:
-        m, err = _call(fn, arg)
-        if err is not None:
-            return _call_failed(
-                name,
-                err,
-                f"For {describe(arg)} your function raised {_raised(err)}. Fix that "
-                f"line and run the check again.",
-                verbose,
-            )
-        if not isinstance(m, torch.Tensor):
-            return _not_yet(
-                "bad_return",
-                f"For {describe(arg)} {name} returned {type(m).__name__}; return a bool tensor.",
-                verbose,
-            )
-        results.append(m)
-
-    floats = [m.is_floating_point() for m in results]
-    as_bool = [_as_bool_mask(m) for m in results]
-    if any(b is None for b in as_bool):
-        bad = next(m for m, b in zip(results, as_bool, strict=True) if b is None)
-        return _not_yet(
-            "mask_values",
-            f"A keep-mask holds only True/False (or 1/0); yours holds "
-            f"{sorted(set(bad.flatten().tolist()))[:6]}. Build it with a comparison, which "
-            f"gives bool directly.",
-            verbose,
-        )
-
-    def all_equal(transform: Callable[[torch.Tensor], torch.Tensor]) -> bool:
-        for b, exp in zip(as_bool, expected, strict=True):
-            want = transform(exp)
-            if b.shape != want.shape or not torch.equal(b, want):
-                return False
-        return True
-
-    if all_equal(lambda e: e):
-        if any(floats):
-            return _finish(
-                False,
-                "mask_float",
-                f"Almost. The values and the shape are right, but the mask is "
-                f"{results[floats.index(True)].dtype}. Return bool ({bool_hint}): PyTorch "
-                f"reads a float mask as numbers to add to the scores, so attn_lib refuses "
-                f"float masks.",
-                verbose,
-            )
-        return _passed(
-            f"{name} gives the right keep-mask (shape, dtype and values) for {len(args)} cases.",
-            verbose,
-        )
-    for code, explanation, transform in mistakes:
-        if all_equal(transform):
-            return _not_yet(code, explanation, verbose)
-    first = next(
-        (a, b, e)
-        for a, b, e in zip(args, as_bool, expected, strict=True)
-        if b.shape != e.shape or not torch.equal(b, e)
-    )
-    arg, got, exp = first
-    return _not_yet(
-        "unknown",
-        f"For {describe(arg)} your keep-mask differs from the expected one (True = may "
-        f"attend) in {_mask_difference(got, exp)}.",
+    verdict, err = _call(fn, scaled_dot_product_attention)
+    if err is not None and not isinstance(err, AssertionError):
+        return _call_failed(name, err, f"On attn_lib's own attention your test raised "
+                            f"{_raised(err)}.", verbose)  # fmt: skip
+    if err is None and _verdict(verdict) is None:
+        return _not_yet("bad_return", f"{name} returned {_short(verdict)}; return True when the "
+                        "attention passes your test and False when it does not.", verbose)  # fmt: skip
+    if err is not None or not _verdict(verdict):
+        return _not_yet("rejects_right", "Your test rejects attn_lib's own attention. Compare "
+                        "floats with torch.allclose or torch.testing.assert_close, not ==, and "
+                        "pass a keep-mask (True = may attend).", verbose)  # fmt: skip
+    for code, bug, why in _BUGS:
+        verdict, err = _call(fn, bug, quiet=True)
+        if err is None and _verdict(verdict):
+            return _not_yet(code, f"Your test accepts an attention that {why}", verbose)
+    return _passed(
+        f"{name} accepts attn_lib's attention and rejects all {len(_BUGS)} bugs, the three "
+        "whose rows still sum to 1 included.",
         verbose,
     )
 
 
-def check_padding_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check a hand-written padding-mask builder and name the mistake if any.
-
-    ``fn(lengths)`` receives a 1-D int64 tensor of real lengths (B,) and must
-    return the keep-mask for right-padded sequences of length L = max(lengths):
-    bool (B, 1, L), True where position j < lengths[b] (a real token), so that it
-    broadcasts over the query rows of (B, L, L) scores. Cases: lengths [4, 2],
-    [3, 1, 5] and [2, 3, 1] (there B == L, where a (B, L) mask passes silently as
-    an (L_q, L_k) one).
-
-    Args:
-        fn: the function to check.
-        verbose: print the feedback paragraph.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error",
-        "bad_return", "mask_values", "mask_float", "mask_not_unsqueezed",
-        "mask_wrong_axis", "mask_inverted", "mask_off_by_one", "unknown".
-
-    Source: article section 4.1; attn_lib.padding_mask.
-    """
-    lengths = [torch.tensor(v) for v in ([4, 2], [3, 1, 5], [2, 3, 1])]
-    expected = [padding_mask(t) for t in lengths]
-
-    def off_by_one(e: torch.Tensor) -> torch.Tensor:
-        # (B, 1, L) with j <= length: one padded position too many is kept.
-        longer = torch.cat([e[..., :1], e[..., :-1]], dim=-1) | e
-        return longer
-
-    mistakes = [
-        (
-            "mask_not_unsqueezed",
-            (
-                "Your mask has shape (B, L); it needs (B, 1, L). Scores are (B, L_q, L_k), and "
-                "a 2-D mask is read as (L_q, L_k), so a (B, L) mask would either fail or, when "
-                "B == L, silently mask query-key pairs instead of padded keys. Add the query axis "
-                "with `.unsqueeze(1)`."
-            ),
-            lambda e: e[:, 0, :],
-        ),
-        (
-            "mask_wrong_axis",
-            (
-                "Your mask has shape (B, L, 1): it blanks padded *query rows* instead of padded "
-                "*key columns*. Put the 1 in the middle, (B, 1, L), with `.unsqueeze(1)`, so every "
-                "query ignores the padded keys."
-            ),
-            lambda e: e.transpose(1, 2),
-        ),
-        (
-            "mask_inverted",
-            (
-                "Your mask is inverted: it is True at the padding and False at the real tokens. "
-                "A keep-mask is True where attention is allowed: `positions < lengths[:, None]`."
-            ),
-            lambda e: ~e,
-        ),
-        (
-            "mask_not_unsqueezed",
-            (
-                "Your mask is inverted (True at the padding) and has shape (B, L) instead of "
-                "(B, 1, L). Use `positions < lengths[:, None]`, then `.unsqueeze(1)`."
-            ),
-            lambda e: ~e[:, 0, :],
-        ),
-        (
-            "mask_off_by_one",
-            (
-                "Your mask keeps one position too many: a sequence of length n has real tokens "
-                "at positions 0 … n-1, so the test is `position < length`, not `<=`."
-            ),
-            off_by_one,
-        ),
-    ]
-    return _check_mask_fn(
-        fn,
-        lengths,
-        expected,
-        mistakes,
-        lambda t: f"lengths {t.tolist()}",
-        "a comparison such as `positions < lengths[:, None]` already is",
-        verbose,
-    )
+check_attention = recording("my_attention", _check_attention)
+check_attention_test = recording("my_test", _check_attention_test)
 
 
-def check_causal_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check a hand-written causal-mask builder and name the mistake if any.
+def solution_my_attention(query, key, value, mask=None):  # the reader's signature
+    """Exercise 1 of notebook 05: softmax(Q Kᵀ / √d_k) V, as the article's module computes it."""
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (B, L_q, L_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)  # blocked keys get no weight
+    weights = F.softmax(scores, dim=-1)  # (B, L_q, L_k): over the keys
+    return weights @ value, weights  # (B, L_q, d_v), (B, L_q, L_k)
 
-    ``fn(L)`` receives an int and must return the causal keep-mask: bool (L, L),
-    True on and below the diagonal (query i may attend to keys 0 … i). Cases:
-    L = 1, 4, 6.
 
-    Args:
-        fn: the function to check.
-        verbose: print the feedback paragraph.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error",
-        "bad_return", "mask_values", "mask_float", "mask_future",
-        "mask_diagonal", "mask_inverted", "unknown".
-
-    Source: Vaswani et al. 2017, sec. 3.2.3; article section 4.1; attn_lib.causal_mask.
-    """
-    sizes = [1, 4, 6]
-    expected = [causal_mask(L) for L in sizes]
-    mistakes = [
-        (
-            "mask_future",
-            (
-                "Your mask is upper triangular: each query may see the keys *after* it and not "
-                "the ones before. A causal mask keeps the past and the present: `torch.tril`, "
-                "not `torch.triu`."
-            ),
-            lambda e: e.T,  # (L, L): .T is fine on a 2-D tensor
-        ),
-        (
-            "mask_diagonal",
-            (
-                "Your mask blocks the diagonal: query i may not attend to itself, and query 0 has "
-                "no key at all (a row with no allowed key). Keep the diagonal: "
-                "`torch.ones(L, L).tril().bool()` (diagonal=0)."
-            ),
-            lambda e: e.tril(-1),
-        ),
-        (
-            "mask_inverted",
-            (
-                "Your mask is inverted: True marks the future (blocked) positions. In a keep-mask "
-                "True means 'may attend': the diagonal and below."
-            ),
-            lambda e: ~e,
-        ),
-    ]
-    return _check_mask_fn(
-        fn,
-        sizes,
-        expected,
-        mistakes,
-        lambda L: f"L = {L}",
-        "build it with dtype=torch.bool, or call .bool() on the 0/1 tensor",
-        verbose,
-    )
+def solution_my_test(attention: Callable) -> bool:
+    """Exercise 2 of notebook 05: compare with a trusted reference on sizes that all differ."""
+    g = torch.Generator().manual_seed(0)
+    query = torch.randn(2, 3, 4, generator=g)  # (B, L_q, d_k): B, L_q, d_k all differ
+    key = torch.randn(2, 5, 4, generator=g)  # (B, L_k, d_k): L_k = 5, another tensor
+    value = torch.randn(2, 5, 6, generator=g)  # (B, L_k, d_v): d_v = 6
+    mask = padding_mask([5, 2])  # (B, 1, L_k): without a mask, a mask bug cannot show
+    output, _ = attention(query, key, value, mask)  # K Qᵀ fails here: L_q ≠ L_k
+    expected, _ = scaled_dot_product_attention(query, key, value, mask)  # the reference
+    return output.shape == expected.shape and torch.allclose(output, expected, atol=1e-6)
