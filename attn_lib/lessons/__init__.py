@@ -16,7 +16,7 @@ Notebook → modules:
 - 02 Queries, keys and values: ``nb02_qkv``, ``nb02_qkv_views``
 - 03 Scaling and softmax saturation: ``nb03_scaling``, ``nb03_scaling_views``
 - 04 One formula, every shape: ``nb04_shapes``, ``nb04_shapes_views``
-- 05 A single-head attention module, line by line: ``nb05_module``, ``nb05_module_views``
+- 05 A single-head attention module: ``nb05_module`` (no figures of its own: ``_figures``)
 - 06 Checking against PyTorch: ``nb06_pytorch``, ``nb06_pytorch_views``
 - 07 Masks: padding, causal, fill values and shapes: ``nb07_masks``, ``nb07_masks_views``
 - 08 Pitfalls and numerics: ``nb08_pitfalls``, ``nb08_pitfalls_views``
