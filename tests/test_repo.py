@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -216,3 +217,28 @@ def test_requirements_are_exact_pins():
     assert torch_pins == {"linux": "2.13.0+cpu", "darwin": "2.13.0"}  # CPU builds both
     assert REQUIRED <= set(pinned), f"missing pins: {sorted(REQUIRED - set(pinned))}"
     assert "-e ." in requirement_lines()
+
+
+def _heading_ids(path: Path) -> set[str]:
+    """JupyterLab's ids for a notebook's headings: the heading's text, spaces as '-'."""
+    nb = nbformat.read(path, as_version=4)
+    ids = set()
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if m := re.match(r"#{1,6} (.+)", line):
+                    ids.add(m.group(1).replace("`", "").strip().replace(" ", "-"))
+    return ids
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_links_between_notebooks_resolve(notebook):
+    nb = nbformat.read(notebook, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for target, fragment in re.findall(
+        r"\]\((\d\d_[\w.-]+\.ipynb)(?:#((?:[^()\s]|\([^()\s]*\))*))?\)", text  # balanced ( )
+    ):
+        path = notebook.parent / target
+        assert path.exists(), f"{notebook.name} links to {target}, which does not exist"
+        if fragment:
+            assert fragment in _heading_ids(path), f"{notebook.name}: no heading #{fragment} in {target}"
