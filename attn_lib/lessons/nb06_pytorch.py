@@ -48,21 +48,17 @@ MASK_CONVENTIONS = {key: label for key, (label, _) in _CONVENTIONS.items()}
 
 
 def agreement(a: torch.Tensor, b: torch.Tensor, ulps: int = ULPS) -> str:
-    """Assert |a - b| <= ulps · ε · max|b| and say so in words.
-
-    ε is the machine epsilon of b's dtype (one ulp at 1.0). The bound scales with the values
-    and holds for any correct kernel on any CPU, whose last bits may differ. Returns e.g.
-    "within 16 float32 ulps"; raises AssertionError (torch.testing's message) otherwise.
-    """
+    """Assert |a - b| <= ulps · ε · max|b|, ε the epsilon of b's dtype (one ulp at 1.0), and
+    say so: "within 16 float32 ulps". The bound scales with the values; it holds for any
+    correct kernel on any CPU, whose last bits may differ."""
     eps = torch.finfo(b.dtype).eps
     torch.testing.assert_close(a, b, rtol=0.0, atol=ulps * eps * b.abs().max().item())
     return f"within {ulps} {str(b.dtype).removeprefix('torch.')} ulps"
 
 
 def _article_setup() -> tuple[torch.Tensor, nn.MultiheadAttention, tuple[torch.Tensor, ...]]:
-    """Section 3.4 in the article's order: seed 42, x, its module, then the one-head
-    nn.MultiheadAttention (eval mode); returns x, mha and x's Q, K, V. The caller's random
-    state is left as it was."""
+    """Section 3.4 in the article's order: seed 42, x, its module, then the one-head MHA (eval
+    mode); returns x, mha and x's Q, K, V. The caller's random state is left as it was."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(article.ARTICLE_SEED)
         x = torch.randn(_B, _L, _E)  # (B, L, d_model)

@@ -89,6 +89,9 @@ class ConventionView:
                   label="left: dark = read as blocked by the function it is passed to"),
         ], loc="outside lower center", ncols=3, frameon=False, fontsize=9)  # fmt: skip
         self.suptitle = fig.suptitle("", fontsize=12)
+        titles = {ax.title for ax in self.axes}  # cell labels lie inside their axes: the
+        for artist in self.dynamic_artists[:-1]:  # layout need not measure them (it is faster)
+            artist.set_in_layout(artist in titles)
 
     @property
     def dynamic_artists(self) -> list:
@@ -117,10 +120,8 @@ class ConventionView:
             overlay = np.asarray(art.overlay.get_array()).copy()
             overlay[np.isnan(w)] = NAN_FACE
             art.overlay.set_data(overlay)
-            for i, j in np.ndindex(L, L):
-                if np.isnan(w[i, j]):
-                    art.texts[i][j].set(text="NaN", color="darkred", fontsize=10)
-                art.texts[i][j].set_fontweight("bold" if np.isnan(w[i, j]) else "normal")
+            for i, j in zip(*np.nonzero(np.isnan(w)), strict=True):
+                art.texts[i][j].set(text="NaN", color="darkred", fontsize=10)
             art.ax.set_title(f"{_TITLES[name]}\n{verdict(result, name)}")
         self.axes[0].set_xticks(range(L), list(result.key_labels))
         how, b = MASK_CONVENTIONS[result.convention], result.batch_index

@@ -23,6 +23,7 @@ import attn_lib
 from attn_lib.lessons import nb06_pytorch, nb06_pytorch_views
 from attn_lib.lessons._dashboard import control_values
 from attn_lib.lessons.nb06_pytorch_views import MaskConventionDashboard
+from attn_lib.reference import from_multihead_attention
 
 pytestmark = pytest.mark.usefixtures("headless_backend")
 setting = nb06_pytorch.convention_setting
@@ -55,7 +56,7 @@ def test_the_setup_is_the_articles_order_and_leaves_the_rng_alone():
     assert torch.equal(x, x_article)
     assert torch.equal(mha.in_proj_weight, mha_article.in_proj_weight)
     with torch.no_grad():
-        torch.testing.assert_close(V, attn_lib.reference.from_multihead_attention(mha).W_V(x))
+        torch.testing.assert_close(V, from_multihead_attention(mha).W_V(x))
 
 
 def lib_weights(mask: str, b: int) -> torch.Tensor:
