@@ -163,8 +163,7 @@ def test_default_state_and_repr(dashboard):
 
 @pytest.mark.parametrize(
     "change",
-    [{"convention": "inverted"}, {"mask": "fully masked row", "sequence": 0},
-     {"convention": "sdpa_additive", "mask": "causal"}, {"mask": "none"}],
+    [{"convention": "inverted"}, {"mask": "fully masked row", "sequence": 0}, {"mask": "none"}],
 )  # fmt: skip
 def test_a_control_changes_the_figure_as_computed(dashboard, change):
     before = png_of(dashboard)
