@@ -10,7 +10,7 @@ d_model model width, d_k query/key width, d_v value width.
 
 from .chunked import chunked_attention
 from .core import SingleHeadAttention, scaled_dot_product_attention
-from .diagnostics import diagnose
+from .diagnose import diagnose
 from .formatting import fmt_values
 from .masks import (
     causal_mask,

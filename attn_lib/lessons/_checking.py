@@ -11,9 +11,9 @@ yet"), so a solution printed by a cell would be visible on GitHub before anyone 
 the solution lives in the lesson module, and ``show_solution`` prints its source only once the
 reader's own function has been checked in this session.
 
-Also the pieces two or more notebooks' checkers share: the attention checker's cases and its
-table of named mistakes (notebooks 05 and 08), the difference of two masks (05–07), the hints
-about shapes (00 and 04).
+Also the pieces two or more notebooks' checkers share: the attention checker's runner, which
+names the mistake of attn_lib.mistakes a reader's function matches (notebooks 05 and 08), the
+difference of two masks (05–07), the hints about shapes (00 and 04).
 
 Used by every notebook's "Check yourself" section.
 """
@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from ..core import scaled_dot_product_attention
+from ..mistakes import FILLS, MISTAKES, Mistake, find
 
 _ATTEMPTED: set[str] = set()
 
@@ -242,297 +245,6 @@ class _Case:
     mask: torch.Tensor | None  # bool keep-mask
 
 
-def _wrong_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    *,
-    scale: float,
-    softmax_dim: int = -1,
-    fill: float = -1e9,
-    invert: bool = False,
-    ignore_mask: bool = False,
-    transpose_scores: bool = False,
-    key_reshaped: bool = False,
-    mask_how: str = "",
-    softmax: bool = True,
-    scale_after_softmax: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention with one deliberate mistake, as a learner might write it.
-
-    mask_how: "" (right), "transpose" (mask.transpose(-2, -1)), "dot_T" (mask.T, every dim
-    reversed) or "after_softmax" (weights zeroed after the softmax, rows not renormalised).
-    """
-    if transpose_scores:
-        scores = torch.matmul(k, q.transpose(-2, -1))  # K Qᵀ: (B, L_k, L_q)
-    elif key_reshaped:  # key.reshape(..., d_k, L_k): a view, not a transpose
-        scores = torch.matmul(q, k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2]))
-    else:
-        scores = torch.matmul(q, k.transpose(-2, -1))  # (B, L_q, L_k)
-    if not scale_after_softmax:
-        scores = scores * scale
-    if mask is not None and mask_how == "transpose":
-        mask = mask.transpose(-2, -1)
-    elif mask is not None and mask_how == "dot_T":
-        mask = mask.permute(*reversed(range(mask.dim())))
-    if mask is not None and not ignore_mask and mask_how != "after_softmax":
-        blocked = mask if invert else ~mask
-        scores = scores.masked_fill(blocked, fill)
-    weights = torch.softmax(scores, dim=softmax_dim) if softmax else scores
-    if scale_after_softmax:
-        weights = weights * scale
-    if mask is not None and mask_how == "after_softmax":
-        weights = weights.masked_fill(~mask, 0.0)
-    return torch.matmul(weights, v), weights
-
-
-# (code, explanation, how to build it from q, k, v, mask); order: most common first.
-_MistakeFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], tuple]
-
-
-def _d_k(q: torch.Tensor) -> int:
-    return q.shape[-1]
-
-
-_ATTENTION_MISTAKES: list[tuple[str, str, _MistakeFn]] = [
-    (
-        "scale_d_k",
-        (
-            "Your scores are divided by d_k instead of √d_k. The dot product of two vectors "
-            "with unit-variance entries has variance d_k, so dividing by √d_k brings its standard "
-            "deviation back to 1; dividing by d_k shrinks the scores too much and flattens every "
-            "row towards uniform. Use `scores / math.sqrt(d_k)` with d_k = query.size(-1)."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / _d_k(q)),
-    ),
-    (
-        "no_scale",
-        (
-            "Your scores are not scaled at all. Divide them by √d_k (d_k = query.size(-1)) "
-            "before the softmax; without it, large d_k pushes rows towards one-hot and their "
-            "gradients towards zero."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1.0),
-    ),
-    (
-        "scale_multiplied",
-        (
-            "Your scores are multiplied by √d_k instead of divided by it. Use "
-            "`scores / math.sqrt(d_k)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=math.sqrt(_d_k(q))),
-    ),
-    (
-        "scale_length",
-        (
-            "Your scores are divided by the square root of the sequence length, not of d_k. "
-            "query.size(1) is L_q for a (B, L_q, d_k) query; the width you want is the last "
-            "dim: query.size(-1)."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(q.shape[-2])),
-    ),
-    (
-        "scale_d_v",
-        (
-            "Your scores are divided by √d_v, the width of value, not by √d_k. The scores are "
-            "dot products of a query with a key, each d_k numbers long, so their spread grows "
-            "with d_k: use `scores / math.sqrt(d_k)` with d_k = query.size(-1) (or key.size(-1)); "
-            "value.size(-1) is d_v, which need not equal d_k."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(v.shape[-1])),
-    ),
-    (
-        "scale_length",
-        (
-            "Your scores are divided by the square root of the number of keys, L_k "
-            "(key.size(-2), or key.size(1) on a 3-D key), not of d_k. The scale depends on how "
-            "long each dot product is, d_k = query.size(-1), not on how many keys there are."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(k.shape[-2])),
-    ),
-    (
-        "scale_batch",
-        (
-            "Your scores are divided by the square root of dim 0 of query, the batch size B, "
-            "not of d_k. The width of each query and key is the last dim: d_k = query.size(-1)."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(q.shape[0])),
-    ),
-    (
-        "scale_after_softmax",
-        (
-            "You divide by √d_k after the softmax, so each row of weights sums to 1/√d_k "
-            "instead of 1 and the output shrinks. The scale belongs to the scores, before the "
-            "softmax: `F.softmax(scores / math.sqrt(d_k), dim=-1)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), scale_after_softmax=True
-        ),
-    ),
-    (
-        "reshape_not_transpose",
-        (
-            "You turn key (…, L_k, d_k) into (…, d_k, L_k) with `.reshape` or `.view`, not with "
-            "a transpose. The shapes fit, but reshape keeps the numbers in memory order and only "
-            "cuts them into rows of a new length, so each 'column' mixes features of different "
-            "keys: it is not Kᵀ. Swap the two axes: `key.transpose(-2, -1)` (or `key.mT`)."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), key_reshaped=True
-        ),
-    ),
-    (
-        "no_softmax",
-        (
-            "Your weights are the scaled scores themselves: the softmax is missing. Without it "
-            "the weights can be negative and their rows do not sum to 1. Apply "
-            "`F.softmax(scores, dim=-1)` after scaling (and masking) the scores."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), softmax=False
-        ),
-    ),
-    (
-        "no_softmax",
-        (
-            "Your weights are the scaled scores themselves: the softmax is missing (and the "
-            "mask is ignored). Without the softmax the weights can be negative and their rows "
-            "do not sum to 1. Mask the scores, then apply `F.softmax(scores, dim=-1)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), ignore_mask=True, softmax=False
-        ),
-    ),
-    (
-        "softmax_dim",
-        (
-            "Your softmax normalises over the queries (dim=-2, which is dim=1 for a 3-D batch) "
-            "instead of over the keys. Each query's weights over all keys must sum to 1, so "
-            "use `F.softmax(scores, dim=-1)`. The row-sum check catches this one: your rows do "
-            "not sum to 1."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), softmax_dim=-2
-        ),
-    ),
-    (
-        "softmax_dim",
-        (
-            "Your softmax normalises over the batch (dim=0) instead of over the keys. Each "
-            "query's weights over all keys must sum to 1: use `F.softmax(scores, dim=-1)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), softmax_dim=0
-        ),
-    ),
-    (
-        "scores_transposed",
-        (
-            "Your scores are K Qᵀ instead of Q Kᵀ: row i holds how key i scores against every "
-            "query, so the weights come out transposed (and cross-attention with L_q ≠ L_k "
-            "fails). Compute `torch.matmul(query, key.transpose(-2, -1))`: queries ask, keys "
-            "answer."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), transpose_scores=True
-        ),
-    ),
-    (
-        "mask_inverted",
-        (
-            "Your mask polarity is inverted: you block the positions the mask allows and keep "
-            "the ones it blocks. In the article's convention (and attn_lib's) True or 1 means "
-            "'may attend', so fill where the mask is 0: `scores.masked_fill(mask == 0, -1e9)`. "
-            "Note that PyTorch's nn.MultiheadAttention uses the opposite convention."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(_d_k(q)), invert=True),
-    ),
-    (
-        "mask_inverted",
-        (
-            "Your mask polarity is inverted (and with a -inf fill, the rows where every key "
-            "ended up blocked became NaN). In the article's convention True or 1 means 'may "
-            "attend': `scores.masked_fill(mask == 0, -1e9)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), invert=True, fill=float("-inf")
-        ),
-    ),
-    (
-        "mask_fill_zero",
-        (
-            "Your masked scores are filled with 0, which does not mask anything: exp(0) = 1, so "
-            "a blocked key still gets as much weight as a key with score 0. Fill with a large "
-            "negative number instead: `scores.masked_fill(mask == 0, -1e9)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(_d_k(q)), fill=0.0),
-    ),
-    (
-        "mask_missing",
-        (
-            "Your function ignores the mask: without a mask it is right, with one it is not. "
-            "Before the softmax, add `if mask is not None: scores = scores.masked_fill(mask == "
-            "0, -1e9)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), ignore_mask=True
-        ),
-    ),
-    (
-        "mask_transposed",
-        (
-            "Your function transposes the mask (mask.transpose(-2, -1)). A keep-mask is laid "
-            "out like the scores, (…, L_q, L_k): rows are queries, columns are keys. "
-            "Transposed, a causal mask lets each query see the future instead of the past, and "
-            "a (B, 1, L_k) padding mask becomes (B, L_k, 1), which blanks the padded query rows "
-            "instead of the padded key columns. Use the mask as it is: "
-            "`scores.masked_fill(mask == 0, -1e9)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), mask_how="transpose"
-        ),
-    ),
-    (
-        "mask_transposed",
-        (
-            "Your function transposes the mask (mask.transpose(-2, -1)), and with a -inf fill "
-            "the query rows it blanks entirely come out NaN. A keep-mask is laid out like the "
-            "scores, (…, L_q, L_k): rows are queries, columns are keys. Use it as it is: "
-            "`scores.masked_fill(mask == 0, -1e9)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), mask_how="transpose", fill=float("-inf")
-        ),
-    ),
-    (
-        "mask_transposed",
-        (
-            "Your function uses `mask.T`. On a 2-D causal mask that swaps queries and keys, "
-            "so each query sees the future instead of the past; on the 3-D padding mask "
-            "(B, 1, L_k) `.T` reverses every dim, (L_k, 1, B), and the mask no longer fits the "
-            "scores. A keep-mask is already laid out like the scores, (…, L_q, L_k): use it as "
-            "it is, `scores.masked_fill(mask == 0, -1e9)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), mask_how="dot_T"
-        ),
-    ),
-    (
-        "mask_after_softmax",
-        (
-            "You apply the mask to the weights after the softmax, so the blocked keys are "
-            "zeroed but the rows no longer sum to 1: the weight they had is lost, not handed to "
-            "the allowed keys. Mask the scores before the softmax: "
-            "`scores.masked_fill(mask == 0, -1e9)`, then `F.softmax(scores, dim=-1)`."
-        ),
-        lambda q, k, v, m: _wrong_attention(
-            q, k, v, m, scale=1 / math.sqrt(_d_k(q)), mask_how="after_softmax"
-        ),
-    ),
-]
-
-
 @dataclass
 class _Outcome:
     output: torch.Tensor | None = None
@@ -595,11 +307,7 @@ def _random_text(fn: object, weights: torch.Tensor | None) -> str:
     )
     return (
         f"{what}: called twice on the same inputs, it gives two different outputs.{rows} "
-        f"`F.dropout(x, p)` has training=True by default, so it zeroes weights (and scales the "
-        f"others by 1/(1 − p)) even when you evaluate. Attention itself is deterministic: leave "
-        f"dropout out here, or pass `training=False` (inside a module, "
-        f"`training=self.training`, or use an nn.Dropout layer, which model.eval() switches "
-        f"off)."
+        f"{find('dropout_on').why} Attention itself is deterministic."
     )
 
 
@@ -613,18 +321,35 @@ def _close(a: torch.Tensor | None, b: torch.Tensor) -> bool:
     return True
 
 
-def _matches(outcomes: list[_Outcome], make: _MistakeFn, cases: list[_Case]) -> bool:
-    """Does the learner behave like this mistake on every case (same output, or both raise)?"""
+def _matches(
+    outcomes: list[_Outcome], mistake: Mistake, cases: list[_Case], fill: float | None
+) -> bool:
+    """Does the learner behave like this mistake, with this fill, on every case (the same
+    output, or both raise), and is it told apart from the right attention on one of them?"""
+    told_apart = False
     for outcome, case in zip(outcomes, cases, strict=True):
+        args = (case.query, case.key, case.value, case.mask)
         try:
-            expected, _ = make(case.query, case.key, case.value, case.mask)
+            expected, _ = mistake.attention(*args, fill_value=fill)
         except Exception:  # noqa: BLE001 - the mistake itself cannot run on this case
             if outcome.error is None:
                 return False
             continue
         if outcome.error is not None or not _close(outcome.output, expected):
             return False
-    return True
+        right, _ = scaled_dot_product_attention(*args, fill_value=fill)
+        told_apart = told_apart or not _close(expected, right)
+    return told_apart
+
+
+def _named_mistake(outcomes: list[_Outcome], cases: list[_Case]) -> tuple[str, str] | None:
+    """(code, message) of the first mistake of attn_lib.mistakes the learner matches, or None."""
+    fills = FILLS if any(c.mask is not None for c in cases) else FILLS[:1]
+    for mistake in MISTAKES:
+        for fill in fills:
+            if _matches(outcomes, mistake, cases, fill):
+                return mistake.code, f"Your function computes {mistake.explain(fill=fill)}"
+    return None
 
 
 _GOOD_TRANSPOSES = {"-2,-1", "-1,-2", "1,2", "2,1"}
@@ -638,12 +363,7 @@ def _explain_error(fn: object, case: _Case, err: BaseException) -> tuple[str, st
     if re.search(r"\.T\b", src):
         return (
             "dot_T",
-            (
-                f"{where}. Your code uses `.T`. On a batch of matrices `.T` does not swap the "
-                f"last two dims: it reverses every dim ((B, L_k, d_k) becomes (d_k, L_k, B)), "
-                f"and PyTorch has deprecated it for tensors that are not 2-D. Use "
-                f"`key.transpose(-2, -1)` or `key.mT`, which swap only the last two dims."
-            ),
+            f"{where}. Your code uses `.T`. {find('dot_T').why}",
         )
     odd = [
         args

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from ..core import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
+from ..mistakes import find
 from ._checking import (
-    _ATTENTION_MISTAKES,
     _SEED,
     CheckResult,
     _call,
@@ -27,15 +27,14 @@ from ._checking import (
     _explain_error,
     _finish,
     _is_random,
-    _matches,
     _name_of,
+    _named_mistake,
     _not_written,
     _not_yet,
     _passed,
     _raised,
     _random_text,
     _short,
-    _wrong_attention,
     recording,
 )
 
@@ -75,13 +74,10 @@ def _check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
         verbose: print the feedback paragraph.
 
     Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "bad_return",
-        "dot_T", "transpose_dims", "error", "scale_d_k", "no_scale",
-        "scale_multiplied", "scale_length", "scale_d_v", "scale_batch",
-        "scale_after_softmax", "reshape_not_transpose", "no_softmax", "softmax_dim",
-        "scores_transposed", "mask_inverted", "mask_fill_zero", "mask_missing",
-        "mask_transposed", "mask_after_softmax", "dropout_on" (the output changes from
-        one call to the next), "wrong_shape", "weights_wrong", "unknown".
+        CheckResult; ``mistake`` is None, a code of attn_lib.mistakes ("scale_d_k",
+        "softmax_dim", "mask_inverted", …; "dropout_on" when the output changes from one
+        call to the next), or one of "not_written", "bad_return", "dot_T",
+        "transpose_dims", "error", "wrong_shape", "weights_wrong", "unknown".
 
     Source: article sections 3.2-3.3 and 4.1-4.2; Vaswani et al. 2017, eq. (1).
     """
@@ -111,9 +107,8 @@ def _check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
             verbose,
         )
 
-    for code, explanation, make in _ATTENTION_MISTAKES:
-        if _matches(outcomes, make, cases):
-            return _not_yet(code, explanation, verbose)
+    if named := _named_mistake(outcomes, cases):
+        return _not_yet(*named, verbose)
     if _is_random(fn, cases, outcomes):
         return _not_yet("dropout_on", _random_text(fn, outcomes[0].weights), verbose)
 
@@ -162,32 +157,19 @@ def _check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
     )
 
 
-def _buggy(**mistake: object) -> Callable:
-    """An attention(query, key, value, mask=None) → (output, weights) with one mistake."""
-
-    def attention(query, key, value, mask=None):  # the reader's signature
-        keep = None if mask is None else torch.as_tensor(mask).bool()
-        d_k = query.shape[-1]
-        scale = 1 / d_k if mistake.get("scale") == "d_k" else 1 / math.sqrt(d_k)
-        rest = {k: v for k, v in mistake.items() if k != "scale"}
-        return _wrong_attention(query, key, value, keep, scale=scale, **rest)
-
-    return attention
-
-
 # The bugs the reader's test must reject: (code, the bug, how a test catches it). The first
 # three pass the row-sum check (section 4); the last one does not.
 _BUGS = [
-    ("misses_scale_d_k", _buggy(scale="d_k"), (
+    ("misses_scale_d_k", find("scale_d_k").attention, (
         "divides the scores by d_k instead of √d_k. Compare the output with a trusted reference, "
         "such as attn_lib.scaled_dot_product_attention, with d_k > 1: for d_k = 1, d_k and √d_k "
         "are the same number.")),
-    ("misses_inverted_mask", _buggy(invert=True), (
+    ("misses_inverted_mask", find("mask_inverted").attention, (
         "inverts the mask. Give the attention a mask: without one, a mask bug cannot show.")),
-    ("misses_k_q", _buggy(transpose_scores=True), (
+    ("misses_k_q", find("scores_transposed").attention, (
         "computes K Qᵀ instead of Q Kᵀ. Use different tensors for query and key (with query = "
         "key, Q Kᵀ is symmetric and K Qᵀ is the same matrix), and better L_q ≠ L_k.")),
-    ("misses_softmax_dim", _buggy(softmax_dim=-2), (
+    ("misses_softmax_dim", find("softmax_dim").attention, (
         "takes the softmax over the queries. Even the row-sum check catches this one: compare "
         "the output with a reference.")),
 ]  # fmt: skip

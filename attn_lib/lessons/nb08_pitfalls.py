@@ -21,7 +21,6 @@ import torch
 from ..core import scaled_dot_product_attention
 from ..softmax import naive_softmax, stable_softmax
 from ._checking import (
-    _ATTENTION_MISTAKES,
     _SEED,
     CheckResult,
     _call,
@@ -30,15 +29,14 @@ from ._checking import (
     _Case,
     _close,
     _explain_error,
-    _matches,
     _name_of,
+    _named_mistake,
     _not_written,
     _not_yet,
     _passed,
     _raised,
     _row_sums,
     _source,
-    _wrong_attention,
     recording,
 )
 from ._examples import article_example
@@ -275,26 +273,6 @@ _HEAD_CASES = (  # (B, H, L_q, L_k, d_k, d_v); the last two are where transpose(
     ("decoding one query against L_k = H = d_k = 3 keys", (1, 3, 1, 3, 3, 5)),
 )
 
-_TRANSPOSE_1_2_TEXT = (
-    "Your function computes `query @ key.transpose(1, 2)`, which on a 4-D key (B, H, L_k, d_k) "
-    "swaps heads with positions. Where H, L and d_k differ it raised an error; with H = L = "
-    "d_k = 4, and decoding one query against L_k = H = d_k = 3 keys, it ran silently and "
-    "returned wrong numbers. Use `key.transpose(-2, -1)` (or `key.mT`)."
-)
-
-_HEAD_MISTAKES = [  # the 4-D mistakes, then the shared ones that apply without a mask
-    ("scale_heads",
-     ("Your scores are divided by √H: on a 4-D query (B, H, L_q, d_k), query.size(1) is H. Use "
-      "`math.sqrt(query.size(-1))`, the last dim, whatever the rank."),
-     lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(q.shape[1]))),
-    ("softmax_dim",
-     ("Your softmax normalises over dim 1, the heads, instead of the keys. Use "
-      "`torch.softmax(scores, dim=-1)`."),
-     lambda q, k, v, m: _wrong_attention(q, k, v, m, scale=1 / math.sqrt(q.shape[-1]),
-                                         softmax_dim=1)),
-    *[m for m in _ATTENTION_MISTAKES if not m[0].startswith("mask")],
-]  # fmt: skip
-
 
 def _check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check ``fn(query, key, value)`` on (B, H, L, d) tensors: softmax(Q Kᵀ / √d_k) V per head.
@@ -303,8 +281,8 @@ def _check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
 
     Returns:
         CheckResult; ``mistake`` is None or one of "not_written", "bad_return",
-        "transpose_1_2", "dot_T", "transpose_dims", "error", "scale_heads", "softmax_dim",
-        the shared attention mistakes' codes, "weights_wrong", "unknown".
+        a code of attn_lib.mistakes ("transpose_1_2", "scale_heads", "softmax_dim", …),
+        "dot_T", "transpose_dims", "error", "weights_wrong", "unknown".
 
     Source: article section 4.2; Vaswani et al. 2017, sec. 3.2.2 (heads).
     """
@@ -327,12 +305,8 @@ def _check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
     if all(ok):
         return _passed(f"{name} matches attn_lib on all {len(cases)} multi-head cases, including "
                        f"the two shapes where key.transpose(1, 2) runs silently.", verbose)  # fmt: skip
-    uses_1_2 = re.search(r"transpose\(\s*(1\s*,\s*2|2\s*,\s*1)\s*\)", _source(fn))
-    if uses_1_2 and any(o.error for o in outcomes[:2]) and not any(ok[2:]):  # raises, then silent
-        return _not_yet("transpose_1_2", _TRANSPOSE_1_2_TEXT, verbose)
-    for code, text, make in _HEAD_MISTAKES:
-        if _matches(outcomes, make, cases):
-            return _not_yet(code, text, verbose)
+    if named := _named_mistake(outcomes, cases):
+        return _not_yet(*named, verbose)
     for o, case in zip(outcomes, cases, strict=True):
         if o.error is not None:
             return _not_yet(*_explain_error(fn, case, o.error), verbose)

@@ -142,7 +142,7 @@ def test_attention_4d_right_answers_pass(fn):
 @pytest.mark.parametrize(
     ("fn", "code", "words"),
     [
-        (heads_transpose_1_2, "transpose_1_2", "H = L = d_k = 4"),
+        (heads_transpose_1_2, "transpose_1_2", "H = L_k = d_k"),
         (heads_dot_T, "dot_T", "transpose(-2, -1)"),
         (heads(lambda q, k: q @ k.mT / q.size(-1)), "scale_d_k", "√d_k"),
         (heads(lambda q, k: q @ k.mT / math.sqrt(q.size(1))), "scale_heads", "√H"),
