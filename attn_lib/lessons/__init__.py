@@ -20,8 +20,7 @@ Notebook → modules:
 - 06 Checking against PyTorch: ``nb06_pytorch``, ``nb06_pytorch_views``
 - 07 Masks: padding, causal, fill values and shapes: ``nb07_masks``, ``nb07_masks_views``
 - 08 Pitfalls and numerics: ``nb08_pitfalls``, ``nb08_pitfalls_views``
-- 09 Does scaling matter in training?: ``nb09_training`` (its runs in ``nb09_training_runs``, its checkers in
-  ``nb09_training_checkers``), ``nb09_training_views``
+- 09 Does scaling matter in training?: ``nb09_training``, ``nb09_training_views``
 - 10 What attention costs: ``nb10_cost``, ``nb10_cost_views``
 - 11 The article, checked: ``nb11_article``
 """
