@@ -233,8 +233,9 @@ QUESTIONS = [
              {"a": "exp overflows to inf",
               "b": "rows saturate to near one-hot",
               "c": "nothing: softmax is shift-invariant"},
-             "b", "Saturation sets in at score gaps of about 10, far below float32's overflow "
-                  "at 88.7; F.softmax subtracts the row maximum anyway.", "03"),
+             "b", "Rows saturate long before exp overflows: above, at d_k = 512 the largest "
+                  "unscaled score stays below 88.7 while most rows are near one-hot; F.softmax "
+                  "subtracts the row maximum anyway.", "03"),
     Question("Why does a bias on K change no attention weight?",
              {"a": "it adds the same q·b_K to a whole row of scores",
               "b": "nn.Linear initialises biases to zero",
@@ -243,10 +244,11 @@ QUESTIONS = [
                   "ignores a constant added to a row.", "02"),
     Question("A query row whose keys are all masked: what do SDPA and nn.MultiheadAttention give?",
              {"a": "a uniform row in both",
-              "b": "SDPA a zero row, nn.MultiheadAttention NaN",
+              "b": "SDPA a zero row; nn.MultiheadAttention NaN when it returns the weights",
               "c": "NaN in both"},
-             "b", "SDPA returns zeros for a row with no allowed key; MHA fills with -inf and its "
-                  "softmax returns NaN. attn_lib follows SDPA.", "06"),
+             "b", "SDPA (since PyTorch 2.5) returns zeros for a row with no allowed key; MHA's "
+                  "own path (need_weights=True, its default) fills with -inf and its softmax "
+                  "gives NaN. attn_lib follows SDPA.", "06"),
     Question("You mask by filling the scores with 0. What happens?",
              {"a": "the blocked keys keep weight, since e⁰ = 1",
               "b": "it masks as well as -1e9",
