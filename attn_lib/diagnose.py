@@ -131,10 +131,10 @@ def _shape_code(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
     if any(not 2 <= t.dim() <= 4 for t in (q, k, v)) or not q.dim() == k.dim() == v.dim():
         return "rank"
     if q.shape[-1] != k.shape[-1] and k.shape[::-1][:-2] == q.shape[:-2] != ():
-        return "d_k_mismatch: key looks reversed in every dim. " + find("dot_T").why
+        return "d_k_mismatch: The key looks reversed in every dim. " + find("dot_T").why
     if q.shape[-1] != k.shape[-1]:
-        return "d_k_mismatch" + (": key looks transposed already, (…, d_k, L_k): pass it as (…, "
-                                 "L_k, d_k)." if k.shape[-2] == q.shape[-1] else "")  # fmt: skip
+        return "d_k_mismatch" + (": The key looks transposed already, (…, d_k, L_k): pass it "
+                                 "as (…, L_k, d_k)." if k.shape[-2] == q.shape[-1] else "")  # fmt: skip
     if k.shape[-2] != v.shape[-2]:
         return "L_k_mismatch"
     return "batch_mismatch" if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2] else "empty"
@@ -314,9 +314,10 @@ def _name_mistake(found: _Findings, w: torch.Tensor, inputs: Inputs,
         if cand is not None and not _close(cand, rights[fill], tol) and _close(w, cand, tol):
             return found.add(m.code, f"weights equal {m.explain(inputs.sizes, fill)}") or True
     if drop := _dropout_factor(w, right, tol):
-        found.add("dropout_on", f"{drop[1]:.0%} of the weights are 0 and the others "
-                  f"{drop[0]:.4f} = 1/(1 − p) times softmax's, for p ≈ {1 - 1 / drop[0]:.2f}: "
-                  f"dropout is on, as in training. {find('dropout_on').why}")  # fmt: skip
+        found.add("dropout_on", f"rows sum to {(r := w.sum(-1)).min():.4f} … {r.max():.4f}, not 1:"
+                  f" {drop[1]:.0%} of the weights are 0, the others softmax's × {drop[0]:.4f} = "
+                  f"1/(1 − p) for p ≈ {1 - 1 / drop[0]:.2f}. Dropout is on, as in training. "
+                  f"{find('dropout_on').why}")  # fmt: skip
         return True
     if fit is not None and _close(w, inputs.attend(scale=fit), tol):
         return _off_scale(found, f"the weights' scale, {fit:.4g},", fit, d_k**-0.5) or True
