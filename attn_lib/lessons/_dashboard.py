@@ -39,6 +39,39 @@ def _toggle_buttons(
     )
 
 
+# The chosen button of every ToggleButtons carries a ticked circle, the others an empty one:
+# Font Awesome icons that ipywidgets draws in the text colour, so the choice reads in light and
+# dark themes alike (JupyterLab marks it only by a slightly different grey). "fa-fw" gives the
+# icon a fixed width, so the labels do not move when the choice changes.
+CHOSEN_ICON, OTHER_ICON = "check-circle fa-fw", "circle-o fa-fw"
+_ICON_PX = 22  # the icon (1.25 em of the 13 px widget font) and its margin
+_CHAR_PX, _PADDING_PX = 7.5, 20  # a wide sans-serif at 13 px (DejaVu Sans: 7.3 px a character)
+
+
+def _style_toggle(toggle: widgets.ToggleButtons) -> None:
+    """Show a ToggleButtons' label on its buttons' line, and its choice by an icon.
+
+    ipywidgets 8 lays ToggleButtons out as a block, which puts the label on a line of its own
+    above the buttons; a flex row keeps them together. Every button gets the width of the
+    longest label and the icon (at least the width asked for, plus the icon), so no label is
+    cut and the buttons keep their places when the choice moves.
+    """
+    toggle.layout.display = "flex"
+    toggle.layout.align_items = "center"
+    asked = toggle.style.button_width
+    longest = max(len(label) for label in toggle._options_labels)
+    width = max(_CHAR_PX * longest + _PADDING_PX, float(asked[:-2]) if asked.endswith("px") else 0)
+    toggle.style.button_width = f"{width + _ICON_PX:.0f}px"
+
+    def mark(change: dict | None = None) -> None:
+        toggle.icons = [
+            CHOSEN_ICON if i == toggle.index else OTHER_ICON for i in range(len(toggle.options))
+        ]
+
+    mark()
+    toggle.observe(mark, names="index")
+
+
 def _selection_slider(
     options: Any, value: Any, description: str, width: str = "330px"
 ) -> widgets.SelectionSlider:
@@ -87,8 +120,15 @@ class Dashboard:
         self.figure = figure
         self.image = widgets.Image(format="png")
         self.status = widgets.HTML("")
+        # Controls wrap onto as many lines as they need; every child keeps its own width (the
+        # image is never stretched, so the page shows the PNG pixel for pixel).
         self.widget = widgets.VBox(
-            [widgets.HBox(list(self.controls.values())), self.image, self.status]
+            [
+                widgets.HBox(list(self.controls.values()), layout={"flex_flow": "row wrap"}),
+                self.image,
+                self.status,
+            ],
+            layout={"align_items": "flex-start"},
         )
         self.last_error: Exception | None = None
         self.closed = False
@@ -96,10 +136,13 @@ class Dashboard:
         for control in self.controls.values():
             if hasattr(control, "continuous_update"):
                 control.continuous_update = False
+            if isinstance(control, widgets.ToggleButtons):
+                _style_toggle(control)
             control.observe(self._on_change, names="value")
 
     def _wrap_controls(self) -> None:
-        """Let the row of controls wrap onto several lines, aligned to the left."""
+        """Let the row of controls wrap onto several lines, aligned to the left (every
+        dashboard now does from the start; kept for the subclasses that still call it)."""
         self.widget.layout = widgets.Layout(align_items="flex-start")
         self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
 

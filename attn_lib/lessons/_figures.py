@@ -14,14 +14,12 @@ Shape legend: L_q query length, L_k key length.
 from __future__ import annotations
 
 import functools
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ParamSpec, Protocol, TypeVar
 
 import matplotlib.pyplot as plt
 import numpy as np
-import PIL.Image
 import torch
 from matplotlib import colormaps
 from matplotlib.artist import Artist
@@ -35,6 +33,8 @@ from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
+
+from ._agg import TextCachingCanvas, encode_png
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -491,7 +491,7 @@ def new_figure(figsize: tuple[float, float] = (8.4, 3.9), dpi: float = 80) -> Fi
     Source: matplotlib docs, the web-application-server example (a Figure without pyplot).
     """
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    FigureCanvasAgg(fig)  # attaches itself as fig.canvas
+    TextCachingCanvas(fig)  # attaches itself as fig.canvas; an Agg canvas that caches text
     return fig
 
 
@@ -510,25 +510,17 @@ def freeze_layout(fig: Figure) -> None:
 def figure_to_png(fig: Figure) -> bytes:
     """Render a figure at its own dpi to PNG bytes (they start with b"\\x89PNG").
 
-    One Agg draw and a fast PNG encoding (compression level 1): this is what a
+    One Agg draw and a fast PNG encoding (:func:`_agg.encode_png`): this is what a
     dashboard pays per update.
 
     Returns:
-        PNG bytes (RGBA, width × height = figsize × dpi).
+        PNG bytes (RGB, width × height = figsize × dpi).
 
-    Source: matplotlib ``FigureCanvasAgg.buffer_rgba``; Pillow ``Image.save`` (PNG).
+    Source: matplotlib ``FigureCanvasAgg.buffer_rgba``.
     """
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     canvas.draw()
-    return _encode_png(canvas)
-
-
-def _encode_png(canvas: FigureCanvasAgg) -> bytes:
-    width, height = canvas.get_width_height()
-    image = PIL.Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    buf = io.BytesIO()
-    image.save(buf, format="png", compress_level=1)
-    return buf.getvalue()
+    return encode_png(canvas)
 
 
 class BlitRenderer:
@@ -572,7 +564,7 @@ class BlitRenderer:
         canvas = self._paste_background(background_key)
         for artist in self.dynamic:
             self.fig.draw_artist(artist)
-        return _encode_png(canvas)
+        return encode_png(canvas)
 
 
 @_closes_figures_on_error

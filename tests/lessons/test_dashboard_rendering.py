@@ -1,0 +1,65 @@
+"""How dashboards render: text from the coverage cache, PNG in one pass, toggles that show
+their choice and keep their label beside them."""
+
+import io
+
+import ipywidgets as widgets
+import numpy as np
+import PIL.Image
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from attn_lib.lessons import _agg
+from attn_lib.lessons._dashboard import CHOSEN_ICON, OTHER_ICON, _style_toggle
+
+
+def _figure(canvas_class: type) -> Figure:
+    fig = Figure(figsize=(3.0, 1.2), dpi=80)
+    canvas_class(fig)
+    fig.text(0.05, 0.6, "weights 0.25 · √d_k", fontsize=10)
+    fig.text(0.05, 0.2, "key j", fontsize=12, rotation=90, ha="left")
+    fig.text(0.6, 0.3, r"$\sqrt{d_k}$", fontsize=12)  # math text: drawn by Agg itself
+    return fig
+
+
+def _pixels(fig: Figure) -> np.ndarray:
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
+
+
+def test_cached_text_looks_like_agg_text():
+    plain, cached = _pixels(_figure(FigureCanvasAgg)), _pixels(_figure(_agg.TextCachingCanvas))
+    differ = np.abs(plain - cached).max(axis=-1)
+    assert (plain < 128).sum() > 100  # there is text to compare
+    # Strings are placed to a quarter pixel instead of 1/64: edges shift by at most that.
+    assert differ.max() < 100 and (differ > 40).mean() < 0.01
+
+
+def test_a_string_is_rendered_once_then_drawn_from_the_cache():
+    fig = _figure(_agg.TextCachingCanvas)
+    _pixels(fig)
+    before = len(_agg._coverage_cache)
+    again = _pixels(fig)
+    assert len(_agg._coverage_cache) == before
+    assert (again == _pixels(fig)).all()
+
+
+def test_encode_png_is_the_canvas_in_rgb():
+    fig = _figure(_agg.TextCachingCanvas)
+    fig.patch.set_facecolor((0.9, 0.95, 1.0))
+    pixels = _pixels(fig)
+    png = _agg.encode_png(fig.canvas)
+    image = PIL.Image.open(io.BytesIO(png))
+    assert image.mode == "RGB" and image.size == (240, 96)
+    assert (np.asarray(image).astype(int) == pixels).all()
+
+
+def test_a_toggle_marks_its_choice_and_fits_its_labels():
+    toggle = widgets.ToggleButtons(options=[("off", 0), ("fully masked row", 1)], value=0)
+    toggle.style.button_width = "64px"
+    _style_toggle(toggle)
+    assert toggle.icons == (CHOSEN_ICON, OTHER_ICON)
+    toggle.value = 1
+    assert toggle.icons == (OTHER_ICON, CHOSEN_ICON)
+    assert toggle.layout.display == "flex"  # the label on the buttons' line
+    assert int(toggle.style.button_width.removesuffix("px")) >= 16 * 7 + 40  # the long label
