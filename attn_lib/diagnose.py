@@ -2,8 +2,8 @@
 
 :func:`diagnose` runs attn_lib's own input checks (their messages are its findings), looks at
 what they let through (an inverted mask, rows that lose every key), and names the mistake the
-learner's weights equal from :mod:`attn_lib.mistakes`. Used by notebook 08, "6 ·
-`attn_lib.diagnose` on your tensors". Shape legend: B, H, L_q, L_k, d_k, d_v.
+weights equal from :mod:`attn_lib.mistakes`. Used by notebook 08, "6 · `attn_lib.diagnose` on
+your tensors".
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ CODES = {m.code: "error" for m in MISTAKES} | {c: lv for lv, cs in _OWN.items() 
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing :func:`diagnose` noticed: its level ("error", "warning": probably wrong,
-    "info"), its code (one of :data:`CODES`) and its message (what was seen, the usual fix)."""
+    """One thing :func:`diagnose` noticed.
+
+    level: "error", "warning" (probably wrong) or "info"; code: one of :data:`CODES`; message:
+    what was seen and the usual fix."""
 
     level: str
     code: str
@@ -51,9 +53,11 @@ class Finding:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The findings of :func:`diagnose`, errors first, then warnings and notes, and the sizes
-    read off the shapes (B, H where present, L_q, L_k, d_k, d_v; None when they do not fit).
-    Prints as a report; truthy (and ``ok``) when there is no error and no warning."""
+    """The findings of :func:`diagnose`; prints as a report.
+
+    findings: errors first, then warnings and notes; sizes: B, H where present, L_q, L_k, d_k,
+    d_v read off the shapes (None when they do not fit). Truthy (``ok``) with no error or warning.
+    """
 
     findings: tuple[Finding, ...]
     sizes: dict[str, int] | None
@@ -130,8 +134,6 @@ def _shape_code(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
     """Which of check_qkv's shape rules failed (in its order), and a hint where there is one."""
     if any(not 2 <= t.dim() <= 4 for t in (q, k, v)) or not q.dim() == k.dim() == v.dim():
         return "rank"
-    if q.shape[-1] != k.shape[-1] and k.shape[::-1][:-2] == q.shape[:-2] != ():
-        return "d_k_mismatch: The key looks reversed in every dim. " + find("dot_T").why
     if q.shape[-1] != k.shape[-1]:
         return "d_k_mismatch" + (": The key looks transposed already, (…, d_k, L_k): pass it "
                                  "as (…, L_k, d_k)." if k.shape[-2] == q.shape[-1] else "")  # fmt: skip
@@ -157,13 +159,11 @@ def _check_qkv(found: _Findings, query: Any, key: Any, value: Any) -> dict | Non
     sizes = sizes_of(s)
     if (H := sizes.get("H", 0)) >= 2 and s.d_k == H and s.L_k in (H, 1):
         what = "returns wrong numbers" if s.L_k == H else "fails only at weights @ value"
-        found.add("transpose_trap", f"Here H = d_k = {H} and L_k = {s.L_k}: on these shapes "
-                  f"query @ key.transpose(1, 2), which swaps heads and positions, runs and {what}."
-                  f" Make sure your code uses key.transpose(-2, -1).")  # fmt: skip
+        found.add("transpose_trap", f"Here H = d_k = {H} and L_k = {s.L_k}: query @ key.transpose("
+                  f"1, 2), heads for positions, runs and {what}. Use key.transpose(-2, -1).")  # fmt: skip
     if empty := [n for n, size in sizes.items() if size == 0]:
-        found.add("empty", f"{', '.join(f'{n} = 0' for n in empty)}: the scores "
-                  f"{shapes.fmt_shape(s.scores)} are empty, nothing to attend or check. An empty "
-                  f"batch usually means a slice or a filter left nothing.")  # fmt: skip
+        found.add("empty", f"{', '.join(f'{n} = 0' for n in empty)}: the scores {s.scores} are "
+                  f"empty, nothing to check (a slice or a filter left nothing?).")  # fmt: skip
     return sizes
 
 
@@ -300,8 +300,7 @@ def _name_mistake(found: _Findings, w: torch.Tensor, inputs: Inputs,
         found.add("weights_match", f"weights equal softmax(Q Kᵀ {how}) of this query and key"
                   f"{' with this mask' if inputs.mask is not None else ''}.")  # fmt: skip
         return True
-    fit = _fit_scale(w, inputs.query @ inputs.key.mT, full)
-    n = round(fit**-2) if fit else 0
+    n = round(fit**-2) if (fit := _fit_scale(w, inputs.query @ inputs.key.mT, full)) else 0
     if n > d_k and n % d_k == 0 and math.isclose(fit**-2, n, rel_tol=0.05):  # ÷√(H · d_k)?
         inputs = replace(inputs, sizes={**inputs.sizes, "d_model": n})
     fills = FILLS if inputs.mask is not None else FILLS[:1]
@@ -344,8 +343,7 @@ def _check_weights(found: _Findings, weights: Any, w: torch.Tensor | None, score
     one, zero = (sums - 1).abs() <= tol, sums.abs() <= tol
     if not bool((finite := w.isfinite()).all()):
         found.add("nonfinite", f"weights hold {int((~finite).sum())} NaN or inf: from a row of "
-                  f"scores all -inf (a fully masked row filled with -inf), or from exp "
-                  f"overflowing in a softmax without the max trick.")  # fmt: skip
+                  f"-inf scores (masked with -inf), or exp overflowing without the max trick.")  # fmt: skip
     elif bool((w < 0).any()):
         found.add("weights_negative", f"weights hold negative values (down to {w.min():.4f}): "
                   f"these look like scores. Apply softmax(scores, dim=-1).")  # fmt: skip
@@ -354,13 +352,10 @@ def _check_weights(found: _Findings, weights: Any, w: torch.Tensor | None, score
                   f"not 1 (0 for a row with no allowed key): use softmax(scores, dim=-1).")  # fmt: skip
     elif full is not None and bool((leak := w * ~full * has_key[..., None] > tol).any()):
         found.add("masked_weight", f"{int(leak.sum())} blocked position(s) carry weight (up to "
-                  f"{w[leak].max():.4f}) in rows that have an allowed key: the mask was not "
-                  f"applied as given. Fill the blocked scores with -1e9 before the softmax.")  # fmt: skip
+                  f"{w[leak].max():.4f}) in rows with a key: the mask was not applied as given.")  # fmt: skip
     elif inputs is not None:
-        found.add("weights_mismatch", f"weights are not softmax(Q Kᵀ · scale) of this query and "
-                  f"key, nor a mistake of the table (largest difference "
-                  f"{(w - inputs.attend()).abs().max():.4f}): other tensors or another mask?")  # fmt: skip
-    return None
+        found.add("weights_mismatch", f"weights are not softmax(Q Kᵀ · scale) of these tensors "
+                  f"(off by up to {(w - inputs.attend()).abs().max():.4f}), nor a known mistake's.")  # fmt: skip
 
 
 @torch.no_grad()
@@ -370,9 +365,7 @@ def diagnose(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     """Check the tensors of an attention computation and explain what looks wrong.
 
     Args:
-        query: (…, L_q, d_k), floating point; … is nothing, (B,) or (B, H).
-        key: (…, L_k, d_k).
-        value: (…, L_k, d_v).
+        query, key, value: (…, L_q, d_k), (…, L_k, d_k), (…, L_k, d_v); … is (), (B,) or (B, H).
         mask: optional keep-mask (True or 1 = may attend). A float mask is reported (attn_lib
             refuses it) and read as a 0/1 keep-mask or a 0/-inf additive one when it is one.
         weights: optional (…, L_q, L_k), the weights the learner computed (after softmax,

@@ -1,8 +1,9 @@
-"""The learner mistakes the series names, each with its explanation and fix: one table,
-:data:`MISTAKES`, whose rows recompute the weights their mistake gives with attn_lib's own
-attention, so that :func:`attn_lib.diagnose` names the mistake a learner's weights equal and
-the checkers the one a learner's function matches. Used by notebook 05 ("5 · Check yourself")
-and notebook 08 ("6 · `attn_lib.diagnose` on your tensors", "7 · Check yourself").
+"""The learner mistakes the series names, each with its explanation and fix.
+
+:data:`MISTAKES` is the one table of them; each row recomputes its mistake's weights with
+attn_lib's own attention, so that :func:`attn_lib.diagnose` names the mistake a learner's
+weights equal and the checkers the one a learner's function matches. Used by notebooks 05 ("5 ·
+Check yourself") and 08 ("6 · `attn_lib.diagnose` on your tensors", "7 · Check yourself").
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ _SYMBOLS = {n: n for n in ("B", "H", "L_q", "L_k", "d_k", "d_v", "d_model")}
 
 @dataclass(frozen=True)
 class Inputs:
-    """What the learner's attention was given: query (…, L_q, d_k), key (…, L_k, d_k), the
-    bool keep-mask as given (or None), the scale of the right weights (1/√d_k unless chosen),
-    the sizes (B, H where present, L_q, L_k, d_k, d_v; d_model when known), the fill of their
-    masked_fill (one of :data:`FILLS`), and whether the mask was additive (read as mask == 0)."""
+    """What the learner's attention was given, to recompute a mistake's weights from.
+
+    query (…, L_q, d_k), key (…, L_k, d_k); mask: the bool keep-mask as given, or None; scale:
+    the right weights' multiplier (1/√d_k unless chosen); sizes: B, H where present, L_q, L_k,
+    d_k, d_v (d_model when known); fill: the learner's masked_fill value, one of :data:`FILLS`;
+    additive: the mask was given as an additive float mask (and read as mask == 0).
+    """
 
     query: torch.Tensor
     key: torch.Tensor
@@ -46,8 +50,7 @@ class Inputs:
                                             fill_value=a.fill)[1]  # fmt: skip
 
     def masked(self, mask: Callable | None = None, unless: bool = False, **change: Any) -> Any:
-        """:meth:`attend` with the mask changed to ``mask(mask)``; None without a mask or if
-        ``unless``."""
+        """:meth:`attend`, the mask changed to ``mask(mask)``; None without one or if unless."""
         if self.mask is None or unless:
             return None
         return self.attend(**change, **({} if mask is None else {"mask": mask(self.mask)}))
@@ -68,11 +71,13 @@ class Inputs:
 
 @dataclass(frozen=True)
 class Mistake:
-    """A learner mistake: ``code`` (the same in diagnose()'s findings and the checkers'
-    verdicts), ``name`` (the wrong computation in one line; {d_k}, … stand for sizes), ``why``
-    (what it does and the fix), and how to recompute its weights (…, L_q, L_k) from the inputs:
-    ``weights`` (None where it does not apply; raises where the mistaken code raises; none for
-    dropout, whose zeros are random), or ``scale``, sizes → the multiplier a scale mistake uses.
+    """A learner mistake: its code, what it computes, why it is wrong and the fix.
+
+    code: the same in diagnose()'s findings and the checkers' verdicts; name: the wrong
+    computation in one line ({d_k}, … stand for sizes); why: what it does and the fix; weights:
+    inputs → its weights (…, L_q, L_k), None where it does not apply, raising where the mistaken
+    code raises (none for dropout: its zeros are random); or scale: sizes → the multiplier of a
+    scale mistake.
     """
 
     code: str
@@ -90,8 +95,10 @@ class Mistake:
     def attention(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   mask: torch.Tensor | None = None, *,
                   fill_value: float | None = -1e9) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """Attention with this mistake: output (…, L_q, d_v), weights (…, L_q, L_k); the right
-        attention where the mistake does not apply. Raises where the mistaken code raises."""
+        """Attention with this mistake: (output (…, L_q, d_v), weights (…, L_q, L_k)).
+
+        The right attention where the mistake does not apply; raises where its code raises.
+        """
         keep = None if mask is None else as_keep_mask(mask)
         sizes = sizes_of(check_qkv(query, key, value))
         inputs = Inputs(query, key, keep, sizes["d_k"] ** -0.5, sizes, fill_value)

@@ -90,11 +90,9 @@ class CheckResult:
     Attributes:
         passed: True when every case matched the reference.
         mistake: None when passed, else a short code naming what went wrong, e.g.
-            "not_written", "scale_d_k", "softmax_dim", "mask_inverted" (see the
+            "not_written", or a code of attn_lib.mistakes such as "scale_d_k" (see the
             checker's docstring for the list).
         message: the feedback paragraph the checker printed.
-
-    Source: SERIES.md of this series ("feedback in words, not a bare assert").
     """
 
     passed: bool
