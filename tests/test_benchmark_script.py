@@ -44,4 +44,4 @@ def test_p2_times_every_dashboard_of_the_series(benchmark):
         for name, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, Dashboard) and obj is not Dashboard and not name.startswith("_")
     }  # fmt: skip
-    assert found == every and len(found) == 12
+    assert found == every and len(found) >= 8, sorted(found)  # one or two per notebook

@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
 from attn_lib import (
     MaskError,
@@ -102,20 +101,24 @@ def test_causal_mask_device_argument():
 SIZES = [(1, 1), (1, 5), (2, 7), (3, 5), (4, 4), (5, 3), (6, 1), (7, 2)]
 
 
-def _torch_causal(variant, L_q: int, L_k: int) -> torch.Tensor:
+def _torch_causal(variant: str, L_q: int, L_k: int) -> torch.Tensor:
+    # Imported here, not at the top: torch.nn.attention.bias imports torch._dynamo (~2 s of
+    # CPU), which every pytest-xdist worker would otherwise pay while collecting this module.
+    from torch.nn.attention import bias
+
     with warnings.catch_warnings():  # lower right with L_q > L_k warns about NaN in fused kernels
         warnings.simplefilter("ignore", UserWarning)
-        return variant(L_q, L_k)
+        return getattr(bias, variant)(L_q, L_k)
 
 
 @pytest.mark.parametrize("L_q, L_k", SIZES)
 def test_causal_mask_alignments_equal_pytorchs_causal_biases(L_q, L_k):
     top_left = causal_mask(L_q, L_k)
     assert torch.equal(causal_mask(L_q, L_k, align="top_left"), top_left)
-    assert torch.equal(top_left, _torch_causal(causal_upper_left, L_q, L_k)._materialize())
+    assert torch.equal(top_left, _torch_causal("causal_upper_left", L_q, L_k)._materialize())
     bottom_right = causal_mask(L_q, L_k, align="bottom_right")
     assert bottom_right.dtype == torch.bool and bottom_right.shape == (L_q, L_k)
-    assert torch.equal(bottom_right, _torch_causal(causal_lower_right, L_q, L_k)._materialize())
+    assert torch.equal(bottom_right, _torch_causal("causal_lower_right", L_q, L_k)._materialize())
     if L_q == L_k:
         assert torch.equal(bottom_right, top_left)
 
@@ -128,7 +131,7 @@ def test_bottom_right_attention_equals_sdpa_with_causal_lower_right(L_q, L_k):
     v = torch.randn(2, L_k, 3, generator=g)
     out, w = scaled_dot_product_attention(q, k, v, causal_mask(L_q, L_k, align="bottom_right"))
     ref = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=_torch_causal(causal_lower_right, L_q, L_k)
+        q, k, v, attn_mask=_torch_causal("causal_lower_right", L_q, L_k)
     )
     torch.testing.assert_close(out, ref)
     # query i sees keys 0..i + (L_k - L_q): the last query sees every key

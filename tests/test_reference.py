@@ -103,27 +103,27 @@ def test_from_multihead_attention_keeps_dtype_and_mode():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_weights_then_outputs_after_out_proj(seed, bias, dtype):
-    mha = make_mha(bias, seed=seed, dtype=dtype)
-    module = from_multihead_attention(mha)
-    x = make_x(seed + 10, dtype)
-    with torch.no_grad():
-        out, weights = module(x, return_attn=True)
-        ref_out, ref_weights = mha(x, x, x, need_weights=True)
-    assert weights.shape == ref_weights.shape == (B, L, L)
-    torch.testing.assert_close(weights, ref_weights)  # weights first
-    torch.testing.assert_close(apply_out_proj(mha, out), ref_out)  # then outputs after out_proj
-    # apply_out_proj is the Linear itself
-    torch.testing.assert_close(apply_out_proj(mha, out), mha.out_proj(out))
+def test_weights_then_outputs_after_out_proj(bias, dtype):
+    for seed in (0, 1, 2):
+        mha = make_mha(bias, seed=seed, dtype=dtype)
+        module = from_multihead_attention(mha)
+        x = make_x(seed + 10, dtype)
+        with torch.no_grad():
+            out, weights = module(x, return_attn=True)
+            ref_out, ref_weights = mha(x, x, x, need_weights=True)
+        assert weights.shape == ref_weights.shape == (B, L, L)
+        torch.testing.assert_close(weights, ref_weights)  # weights first
+        torch.testing.assert_close(apply_out_proj(mha, out), ref_out)  # then outputs after out_proj
+        # apply_out_proj is the Linear itself
+        torch.testing.assert_close(apply_out_proj(mha, out), mha.out_proj(out))
 
-    report = compare_with_multihead_attention(module, mha, x)
-    assert isinstance(report, AlignmentReport)
-    tol = 10 * torch.finfo(dtype).eps
-    assert report.weights_max_abs_diff < tol
-    assert report.output_max_abs_diff < tol * (1 + ref_out.abs().max().item())
-    assert (report.rows_compared, report.fully_masked_rows) == (B * L, 0)
-    assert "max |Δ|" in str(report)
+        report = compare_with_multihead_attention(module, mha, x)
+        assert isinstance(report, AlignmentReport)
+        tol = 10 * torch.finfo(dtype).eps
+        assert report.weights_max_abs_diff < tol
+        assert report.output_max_abs_diff < tol * (1 + ref_out.abs().max().item())
+        assert (report.rows_compared, report.fully_masked_rows) == (B * L, 0)
+        assert "max |Δ|" in str(report)
 
 
 @pytest.mark.parametrize("bias", [False, True])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -9,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -65,8 +65,18 @@ SYS_PATH_EDIT = re.compile(r"\bsys\.path\s*(\.\s*(insert|append|extend)\b|\+?=)"
 PIP_INSTALL = re.compile(r"\bpip3?\s+install\b|^\s*%pip\b|^\s*!\s*pip", re.MULTILINE)
 
 
+@functools.cache
 def load(path: Path) -> dict:
+    """The notebook's JSON, read once per process (the tests only read it)."""
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def markdown_sources(path: Path) -> list[str]:
+    return [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in load(path)["cells"]
+        if c["cell_type"] == "markdown"
+    ]
 
 
 def code_cells(nb: dict) -> list[tuple[int, dict, str]]:
@@ -219,26 +229,28 @@ def test_requirements_are_exact_pins():
     assert "-e ." in requirement_lines()
 
 
+@functools.cache
 def _heading_ids(path: Path) -> set[str]:
     """JupyterLab's ids for a notebook's headings: the heading's text, spaces as '-'."""
-    nb = nbformat.read(path, as_version=4)
     ids = set()
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if m := re.match(r"#{1,6} (.+)", line):
-                    ids.add(m.group(1).replace("`", "").strip().replace(" ", "-"))
+    for source in markdown_sources(path):
+        for line in source.splitlines():
+            if m := re.match(r"#{1,6} (.+)", line):
+                ids.add(m.group(1).replace("`", "").strip().replace(" ", "-"))
     return ids
+
+
+# A link to a notebook, with an optional #fragment (which may hold balanced parentheses).
+NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[\w.-]+\.ipynb)(?:#((?:[^()\s]|\([^()\s]*\))*))?\)")
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_links_between_notebooks_resolve(notebook):
-    nb = nbformat.read(notebook, as_version=4)
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    for target, fragment in re.findall(
-        r"\]\((\d\d_[\w.-]+\.ipynb)(?:#((?:[^()\s]|\([^()\s]*\))*))?\)", text  # balanced ( )
-    ):
+    text = "\n".join(markdown_sources(notebook))
+    for target, fragment in NOTEBOOK_LINK.findall(text):
         path = notebook.parent / target
         assert path.exists(), f"{notebook.name} links to {target}, which does not exist"
         if fragment:
-            assert fragment in _heading_ids(path), f"{notebook.name}: no heading #{fragment} in {target}"
+            assert fragment in _heading_ids(path), (
+                f"{notebook.name}: no heading #{fragment} in {target}"
+            )

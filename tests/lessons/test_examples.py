@@ -1,22 +1,44 @@
-"""The shared examples (attn_lib.lessons._examples): the sentences and their embeddings."""
+"""lessons/_examples.py: the article's example, the sentences and their embeddings."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attn_lib import ShapeError
+from attn_lib import ShapeError, SingleHeadAttention
 from attn_lib.lessons import _examples
 
-# ---------------------------------------------------------------------------
-# Tokens and embeddings
-# ---------------------------------------------------------------------------
+
+def test_article_example_is_the_articles_and_leaves_the_rng_alone():
+    torch.manual_seed(0)
+    expected_next = torch.randn(3)
+    torch.manual_seed(0)
+    ex = _examples.article_example()
+    torch.testing.assert_close(torch.randn(3), expected_next)  # global RNG untouched
+
+    torch.manual_seed(42)  # the article's order: seed, x, module
+    x = torch.randn(2, 4, 8)
+    model = SingleHeadAttention(8, 8)
+    torch.testing.assert_close(ex.x, x)
+    torch.testing.assert_close(ex.Q, model.W_Q(x).detach())
+    torch.testing.assert_close(ex.V, model.W_V(x).detach())
+
+
+# --- tokens and embeddings ----------------------------------------------------------------------
 
 
 def test_tokenize():
     assert _examples.tokenize("我爱你") == ("我", "爱", "你")
     assert _examples.tokenize(" dog bites  man ") == ("dog", "bites", "man")
-    assert _examples.tokenize(_examples.QKV_SENTENCE) == ("a", "small", "cat", "sat", "on", "the", "mat")
+    assert _examples.tokenize(_examples.QKV_SENTENCE) == (
+        "a",
+        "small",
+        "cat",
+        "sat",
+        "on",
+        "the",
+        "mat",
+    )
     for bad in ("", "   "):
         with pytest.raises(ValueError, match="no tokens"):
             _examples.tokenize(bad)

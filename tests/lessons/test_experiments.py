@@ -1,8 +1,4 @@
-"""The seeded experiments of notebooks 01–04 (attn_lib.lessons) say what the notebooks claim.
-
-Monte Carlo results are compared with tolerances derived from the sample size (the
-relative SD each function reports), never with ==.
-"""
+"""lessons/_experiments.py: nn.Linear's initialisation, seeded modules, the cost counts."""
 
 from __future__ import annotations
 
@@ -48,7 +44,7 @@ def test_seeded_attention_is_reproducible_and_leaves_global_rng_alone():
 
 
 # ---------------------------------------------------------------------------
-# 04: cost (C20)
+# The cost counts (notebooks 04 and 10)
 # ---------------------------------------------------------------------------
 
 
@@ -60,7 +56,9 @@ def test_attention_cost_counts():
     assert c.weighted_sum_macs == c.score_macs
     assert c.total_macs == c.projection_macs + c.attention_macs
     assert c.score_matrix_bytes == 2 * 1024 * 1024 * 4  # 8 MiB in float32
-    assert _experiments.attention_cost(1024, 512, dtype=torch.float16).score_matrix_bytes == 2 * 2**20
+    assert (
+        _experiments.attention_cost(1024, 512, dtype=torch.float16).score_matrix_bytes == 2 * 2**20
+    )
     assert _experiments.attention_cost(10, 8, 4, 2).projection_macs == 10 * 8 * (2 * 4 + 2)
 
 
