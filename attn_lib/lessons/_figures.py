@@ -16,12 +16,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ParamSpec, Protocol, TypeVar
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib import colormaps
+from matplotlib import colormaps, font_manager
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -38,6 +39,19 @@ from ._agg import TextCachingCanvas, encode_png
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+# Chinese characters in figures (我爱你, the article's sentences) come from few-KB subsets of
+# Noto Sans CJK SC bundled beside this file (tools/build_cjk_font.py; licence in fonts/OFL.txt),
+# registered once as a fallback family: text keeps the series' font, and only the glyphs that
+# font lacks are drawn from the subset. No network, no font cache rebuild.
+CJK_FAMILY = "AttnLib CJK"
+CJK_FONTS = tuple(
+    Path(__file__).with_name("fonts") / f"AttnLibCJK-{w}.otf" for w in ("Regular", "Bold")
+)
+for _path in CJK_FONTS:
+    font_manager.fontManager.addfont(_path)
+if CJK_FAMILY not in plt.rcParams["font.family"]:
+    plt.rcParams["font.family"] = [*plt.rcParams["font.family"], CJK_FAMILY]
 
 
 def _closes_figures_on_error(plot: Callable[_P, _R]) -> Callable[_P, _R]:

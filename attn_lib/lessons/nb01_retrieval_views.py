@@ -6,7 +6,6 @@ static and live), "3 · Self-attention" and "5 · Word order" (heatmaps), "4 · 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import ipywidgets as widgets
@@ -28,10 +27,6 @@ from ._figures import (
     new_figure,
 )
 
-# Until attn_lib registers a CJK font for matplotlib, characters draw as empty boxes (the pinyin
-# beside them still reads), and each draw would print a warning per character, with a local path.
-warnings.filterwarnings("ignore", r"Glyph \d+ \(\\N\{CJK UNIFIED IDEOGRAPH-", UserWarning)
-PINYIN = {"我": "wǒ", "很": "hěn", "爱": "ài", "你": "nǐ"}  # beside the characters
 TEMPERATURES = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)  # the slider's values
 
 
@@ -158,13 +153,9 @@ def plot_heatmaps(
         layout="constrained", squeeze=False,
     )  # fmt: skip
     for ax, (weights, queries, keys, title) in zip(axes.flat, panels, strict=True):
-        q_labels, k_labels = (
-            [f"{t} {PINYIN.get(t, '')}".strip() for t in s] for s in (queries, keys)
-        )
         artists = draw_attention_heatmap(
-            ax, weights, query_labels=q_labels, key_labels=k_labels, title=title, colorbar=False
+            ax, weights, query_labels=queries, key_labels=keys, title=title, colorbar=False
         )
-        ax.tick_params(axis="x", labelrotation=30)
     _weights_colorbar(fig, artists.image, axes)
     fig.suptitle(suptitle)
     return fig
