@@ -136,7 +136,8 @@ def main(argv: list[str]) -> int:
         return 0
     sources = [args.source_dir / f"NotoSansCJK-{weight}.ttc" for weight in WEIGHTS]
     if not all(source.exists() for source in sources):
-        print(f"{sources} not found: apt-get install fonts-noto-cjk, or pass --source-dir.")
+        names = " and ".join(str(source) for source in sources)
+        print(f"{names} not found: apt-get install fonts-noto-cjk, or pass --source-dir.")
         return 1
     FONTS.mkdir(parents=True, exist_ok=True)
     for source, weight in zip(sources, WEIGHTS, strict=True):
