@@ -3,7 +3,6 @@
 import os
 
 import pytest
-import torch
 
 # nbval's kernels inherit this process's environment: give them the settings that
 # tools/execute_notebooks.py gives the kernels that store the outputs, so that a stored
@@ -18,6 +17,8 @@ def _one_torch_thread():
     """Tests use tiny tensors: one intra-op thread each avoids oversubscribing the two cores
     that the xdist workers and the notebook kernels share (a 4×4 softmax took ~12 ms with two
     competing threads, ~0.06 ms with one)."""
+    import torch  # here, not at the top: xdist's controller loads this file and runs no test
+
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -37,14 +38,18 @@ def headless_backend():
 
 
 # Longest first: pytest-xdist's loadscope hands out whole modules (and whole notebooks) in
-# collection order, so a long one collected last runs alone at the end while the other worker
-# idles. These run longest (measured: the browser test ~30 s, notebook 09 ~18 s, 10 ~13 s, the
-# other notebooks 4-8 s each). A stable sort keeps the order inside each module and notebook.
-_LONGEST_FIRST = (
-    "test_browser.py",
-    "09_does_scaling_matter_in_training.ipynb",
-    "10_what_attention_costs.ipynb",
-)
+# the order of the collection, so a long one handed out last runs alone at the end while the
+# other worker idles. These run longest (measured in CPU seconds: the browser test ~35, which
+# also waits for JupyterLab, notebook 09 ~20, the other notebooks 3-9 each, a test module at
+# most ~4). A stable sort keeps the order inside each module and notebook.
+_LONGEST_FIRST = ("test_browser.py", "09_does_scaling_matter_in_training.ipynb")
+
+
+def pytest_configure(config):
+    # xdist (≥ 3.6) would reorder the scopes by their number of tests, which puts modules
+    # of many quick tests first and the browser test and the notebooks at the end.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):
