@@ -1,25 +1,25 @@
 """Scaled dot-product attention and the article's single-head module.
 
 Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V        (Vaswani et al. 2017, eq. 1)
+
+Used by every notebook; notebook 05 writes the module out and compares it with this one,
+notebook 07 shows the fills of blocked scores.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .shapes import (
     ShapeError,
+    check_attention,
     check_device,
     check_dropout_p,
+    check_fill_value,
     check_finite,
     check_float_tensor,
-    check_mask,
-    check_qkv,
-    check_scale,
     check_scores_finite,
     check_size,
     fmt_shape,
@@ -28,29 +28,31 @@ from .shapes import (
 __all__ = ["SingleHeadAttention", "scaled_dot_product_attention"]
 
 
-def _check_fill_value(fill_value: object) -> float:
-    if isinstance(fill_value, bool) or not isinstance(fill_value, numbers.Real):
-        raise TypeError(
-            f"fill_value must be a number (e.g. -1e9 or float('-inf')) or None, "
-            f"got {type(fill_value).__name__}."
-        )
-    fill_value = float(fill_value)
-    if math.isnan(fill_value):
-        raise ValueError("fill_value is NaN; every masked score would turn the row into NaN.")
-    return fill_value
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for float16 and bfloat16, whose scores overflow early (as PyTorch's CPU kernels)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def _check_fill_fits(fill_value: float, dtype: torch.dtype) -> None:
-    """Raise masked_fill's own error when the fill cannot be stored in the inputs' dtype."""
-    try:
-        torch.zeros(1, dtype=dtype).masked_fill(torch.ones(1, dtype=torch.bool), fill_value)
-    except RuntimeError as err:
-        raise RuntimeError(
-            f"fill_value={fill_value:g} cannot be stored in {dtype} (its largest magnitude is "
-            f"{torch.finfo(dtype).max:g}), so masked_fill refuses it, as it refuses the "
-            f"article's -1e9 in float16. Leave fill_value=None for a fill that is safe in "
-            f"every dtype. (PyTorch said: {err})"
-        ) from err
+def _check_inputs(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float | None,
+    fill_value: float | None,
+    dropout_p: float,
+    training: bool,
+) -> tuple[torch.Tensor | None, float, bool]:
+    """All of attention's checks; returns the keep-mask as bool (or None), the scale, and
+    whether the scores could overflow (then they are checked)."""
+    shapes, keep, scale = check_attention(query, key, value, mask, scale)
+    check_dropout_p(dropout_p)
+    if not isinstance(training, bool):
+        raise TypeError(f"training must be True or False, got {training!r}.")
+    if fill_value is not None:
+        check_fill_value(fill_value, query.dtype)
+    may_overflow = shapes.scores_may_overflow(scale, compute_dtype(query.dtype))
+    return keep, scale, may_overflow
 
 
 def scaled_dot_product_attention(
@@ -64,117 +66,78 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     training: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q Kᵀ · scale) V with a keep-mask, returning the output and the weights.
+    """softmax(Q Kᵀ · scale) V with a keep-mask; returns the output and the weights.
 
     Args:
         query: (..., L_q, d_k), floating point; ``...`` is nothing, (B,) or (B, H).
         key: (..., L_k, d_k), same dtype and leading dims.
         value: (..., L_k, d_v), same dtype and leading dims.
-        mask: keep-mask, True (or 1) = may attend, False (or 0) = blocked; bool or
-            integer 0/1. 2-D means (L_q, L_k); otherwise it has the scores' rank with
-            each dim equal to the scores' or 1: (B, 1, L_k) padding, (B, L_q, L_k),
-            (B, 1, 1, L_k) with heads. See attn_lib.padding_mask / causal_mask.
-        scale: multiplier of the scores (dimensionless); default 1/√d_k with
-            d_k = query.size(-1), as in PyTorch. Pass 1.0 for no scaling.
-        fill_value: None (default) fills blocked scores with a value safe for the
-            dtype (torch.finfo(dtype).min), and a query row whose keys are all blocked
-            gets zero weights and a zero output, as F.scaled_dot_product_attention
-            does. A number (-1e9, float('-inf'), 0, …) does exactly what the article's
-            ``scores.masked_fill(mask == 0, fill_value)`` does, NaN and errors
-            included: -inf turns a fully masked row into NaN, -1e9 into a uniform
-            row, 0 does not mask at all, and -1e9 cannot be stored in float16.
-        dropout_p: probability of zeroing a weight, in [0, 1); applied after the
-            softmax, before V, only when ``training`` (inverted dropout: kept weights
-            are divided by 1 - p, so rows sum to 1 only in expectation).
+        mask: keep-mask, True (or 1) = may attend; bool or integer 0/1. 2-D means (L_q, L_k);
+            otherwise the scores' rank, each dim the scores' or 1: (B, 1, L_k) padding,
+            (B, L_q, L_k), (B, 1, 1, L_k) with heads.
+        scale: the scores' multiplier; default 1/√d_k (d_k = query.size(-1)). 1.0 for none.
+        fill_value: None fills blocked scores with the dtype's most negative number, and a
+            query with no allowed key gets zero weights and a zero output, as
+            F.scaled_dot_product_attention. A number does exactly what the article's
+            ``scores.masked_fill(mask == 0, fill_value)`` does: -inf turns such a row into
+            NaN, -1e9 into a uniform row (and cannot be stored in float16), 0 masks nothing.
+        dropout_p: probability of zeroing a weight, in [0, 1), only when ``training``; kept
+            weights are divided by 1 - p.
         training: apply dropout or not.
 
     Returns:
-        output: (..., L_q, d_v), query's dtype.
-        weights: (..., L_q, L_k), the weights that multiplied V (after dropout):
-            each row ≥ 0 and sums to 1, or is all zeros for a row with no allowed key.
-
-    Memory: one (..., L_q, L_k) matrix without autograd (the weights are written over the
-    scores, in place, with the same values bit for bit); two with autograd on, as in the
-    article's code (the backward pass needs the weights).
+        output (..., L_q, d_v) and weights (..., L_q, L_k), the ones multiplied with V (after
+        dropout), in query's dtype. Each row of weights sums to 1, or is all zeros for a query
+        with no allowed key.
 
     Raises:
-        TypeError: inputs that are not float32, float64, float16 or bfloat16 (integer,
-            bool, float8) or of mixed dtypes, a bad scale, fill_value or dropout_p type.
-        ShapeError: ranks outside 2..4 or unequal, d_k or L_k mismatches, batch dims
-            that differ.
-        MaskError: a float mask, a mask that does not fit the scores (a (B, L_k)
-            padding mask not unsqueezed, a lower-rank mask), one that blocks
-            every key for every query, or one on another device than the query.
-        ValueError: NaN/inf in the inputs, inputs on different devices or on the meta
-            device, scale not finite or ≤ 0, dropout_p not in [0, 1), fill_value NaN.
-        RuntimeError: an explicit fill_value that the dtype cannot hold (as masked_fill).
+        TypeError: inputs that are not float32, float64, float16 or bfloat16, or of mixed
+            dtypes; a bad scale, fill_value, dropout_p or training.
+        ShapeError: ranks outside 2..4 or unequal; d_k, L_k or batch dims that differ.
+        MaskError: a float mask, a mask that does not fit the scores, one that blocks every
+            key, one on another device.
+        ValueError: NaN or inf in the inputs or the scores; inputs on different devices or on
+            the meta device; scale ≤ 0, dropout_p outside [0, 1), fill_value NaN.
+        RuntimeError: an explicit fill_value the dtype cannot hold, as masked_fill.
 
     Source: Vaswani et al. 2017, eq. (1); article sections 2.3 and 3.2;
-        torch.nn.functional.scaled_dot_product_attention (scale and masking conventions).
+        torch.nn.functional.scaled_dot_product_attention (scale and masks).
     """
-    shapes = check_qkv(query, key, value)
-    scale = 1.0 / math.sqrt(shapes.d_k) if scale is None else check_scale(scale)
-    dropout_p = check_dropout_p(dropout_p)
-    if not isinstance(training, bool):
-        raise TypeError(f"training must be True or False, got {training!r}.")
-    if fill_value is not None:
-        fill_value = _check_fill_value(fill_value)
-    keep = None if mask is None else check_mask(mask, shapes.scores, device=query.device)
-
+    keep, scale, may_overflow = _check_inputs(
+        query, key, value, mask, scale, fill_value, dropout_p, training
+    )
     dtype = query.dtype
-    if fill_value is not None:
-        _check_fill_fits(fill_value, dtype)
-    if dtype in (torch.float16, torch.bfloat16):
-        # Half-precision scores overflow early (float16 stops at 65504): compute scores and
-        # softmax in float32 and round the results back, as PyTorch's CPU kernels do.
-        query, key, value = query.float(), key.float(), value.float()
+    query, key, value = (t.to(compute_dtype(dtype)) for t in (query, key, value))  # half: float32
 
-    # Scaling the query (L_q × d_k numbers) instead of the scores (L_q × L_k) is the
-    # same product and saves a full pass over the score matrix.
-    scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., L_q, L_k)
-    if shapes.scores_may_overflow(scale, scores.dtype):  # else the matrix is not read again
+    # Scaling Q rather than the scores saves a pass over the (L_q, L_k) matrix.
+    scores = (query * scale) @ key.transpose(-2, -1)  # (..., L_q, L_k)
+    if may_overflow:  # else the inputs' norms bound every score: no pass over the scores
         check_scores_finite(scores)
-
     if keep is not None:
-        # fill_value=None: finfo.min is finite in every dtype, so exp(min - row max)
-        # underflows to exactly 0 in any row with an allowed key and no NaN is formed. An
-        # explicit fill (0, -1e9, -inf) does what the article's masked_fill line does. In
-        # place, even with autograd: the matmul's backward does not need its output.
         fill = torch.finfo(scores.dtype).min if fill_value is None else fill_value
-        scores.masked_fill_(~keep, fill)
-    # Without autograd the weights are written over the scores (same values, bit for bit):
-    # one (L_q, L_k) matrix is held instead of two. With autograd the softmax's backward
-    # needs its output untouched, so the weights get a matrix of their own.
-    in_place = not scores.requires_grad
-    weights = torch.softmax(scores, dim=-1, out=scores if in_place else None)
-    del scores  # (with autograd: no longer needed; freeing it lets the allocator reuse it)
+        scores.masked_fill_(~keep, fill)  # in place: saves a copy of the scores
+    # Without autograd the weights overwrite the scores: one (L_q, L_k) matrix, not two.
+    weights = torch.softmax(scores, dim=-1, out=None if scores.requires_grad else scores)
     if keep is not None and fill_value is None:
         no_key = ~keep.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1)
-        if bool(no_key.any()):
-            # A row whose keys are all blocked came out uniform; make it zero, like SDPA.
-            weights = (
-                weights.masked_fill_(no_key, 0.0) if in_place else weights.masked_fill(no_key, 0.0)
-            )
-
-    if dropout_p > 0.0 and training:
-        weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)
-    output = torch.matmul(weights, value)  # (..., L_q, d_v)
+        if bool(no_key.any()):  # a query with no allowed key came out uniform: zeros, as SDPA
+            weights = weights.masked_fill(no_key, 0.0)
+    if training and dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    output = weights @ value  # (..., L_q, d_v)
     return output.to(dtype), weights.to(dtype)
 
 
 class SingleHeadAttention(nn.Module):
-    """The article's single-head self-attention module (section 3.2).
+    """The article's single-head self-attention module: softmax(Q Kᵀ / √d_k) V of projections.
 
-    Q = x W_Qᵀ, K = x W_Kᵀ, V = x W_Vᵀ, then softmax(Q Kᵀ / √d_k) V.
-    ``nn.Linear(d_model, d_k).weight`` is stored as (d_k, d_model) and applied as
-    x @ weight.T; the article writes the same matrix as (d_model, d_k).
+    Q = x W_Qᵀ, K = x W_Kᵀ, V = x W_Vᵀ; ``nn.Linear(d_model, d_k).weight`` is (d_k, d_model),
+    the transpose of the article's (d_model, d_k) matrix.
 
     Args:
-        d_model: width of the input x (an int, NumPy integer or 0-d integer tensor,
-            as every width below).
-        d_k: width of queries and keys (the article takes d_k = d_model; a convention).
-        bias: give W_Q, W_K, W_V a bias (default False, as in the article; note that
-            ``nn.Linear`` itself defaults to bias=True).
+        d_model: width of the input x.
+        d_k: width of queries and keys (the article takes d_k = d_model).
+        bias: give W_Q, W_K, W_V a bias (default False, as the article; nn.Linear's is True).
         dropout: probability of dropping a weight after softmax, in training mode only.
         d_v: width of values and of the output; default d_k.
 
@@ -197,13 +160,12 @@ class SingleHeadAttention(nn.Module):
         d_v: int | None = None,
     ) -> None:
         super().__init__()
-        d_model, d_k = check_size("d_model", d_model), check_size("d_k", d_k)
-        d_v = d_k if d_v is None else check_size("d_v", d_v)
-        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v
+        self.d_model, self.d_k = check_size("d_model", d_model), check_size("d_k", d_k)
+        self.d_v = self.d_k if d_v is None else check_size("d_v", d_v)
         self.dropout = check_dropout_p(dropout)
-        self.W_Q = nn.Linear(d_model, d_k, bias=bias)
-        self.W_K = nn.Linear(d_model, d_k, bias=bias)
-        self.W_V = nn.Linear(d_model, d_v, bias=bias)
+        self.W_Q = nn.Linear(self.d_model, self.d_k, bias=bias)
+        self.W_K = nn.Linear(self.d_model, self.d_k, bias=bias)
+        self.W_V = nn.Linear(self.d_model, self.d_v, bias=bias)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}, dropout={self.dropout}"
@@ -229,18 +191,13 @@ class SingleHeadAttention(nn.Module):
                 f"Convert one of them: {name}.to({weight.dtype}) or module.to({x.dtype})."
             )
         check_device(name, x)
-        if x.device != weight.device:
-            if weight.device.type == "meta":
-                raise ValueError(
-                    "the module's weights are on the meta device, which holds shapes but no "
-                    "values; build the module on the CPU (or a GPU), or give it real weights "
-                    "with module.to_empty(device='cpu') and load a state_dict."
-                )
+        if weight.device.type == "meta":
             raise ValueError(
-                f"{name} is on {x.device} but the module's weights are on {weight.device}; "
-                f"attention needs one device. Move one of them: "
-                f"{name}.to(module.W_Q.weight.device) or module.to({name}.device)."
+                "the module's weights are on the meta device, which holds shapes but no "
+                "values; build the module on the CPU (or a GPU), or give it real weights "
+                "with module.to_empty(device='cpu') and load a state_dict."
             )
+        check_device(name, x, weight.device, "module.W_Q.weight")
         check_finite(name, x)
 
     def forward(
@@ -255,18 +212,16 @@ class SingleHeadAttention(nn.Module):
 
         Args:
             x: (L_q, d_model) or (B, L_q, d_model), floating point: the queries' source.
-            mask: keep-mask as in :func:`scaled_dot_product_attention`:
-                (L_q, L_k), (B, 1, L_k) or (B, L_q, L_k).
+            mask: keep-mask as in :func:`scaled_dot_product_attention`.
             return_attn: also return the weights.
             context: (B, L_k, d_model), the keys' and values' source; default x.
 
         Returns:
-            output (…, L_q, d_v), and with ``return_attn`` the weights (…, L_q, L_k)
-            that multiplied V (after dropout in training mode).
+            output (..., L_q, d_v), and with ``return_attn`` the weights (..., L_q, L_k).
 
         Raises:
-            ShapeError, MaskError, TypeError, ValueError: as scaled_dot_product_attention,
-                and when x's last dim is not d_model, or x is not on the module's device.
+            ShapeError, MaskError, TypeError, ValueError: as scaled_dot_product_attention;
+                also for x's last dim ≠ d_model, or x not on the module's device.
         """
         self._check_input("x", x)
         source = x
@@ -285,6 +240,4 @@ class SingleHeadAttention(nn.Module):
         output, weights = scaled_dot_product_attention(
             Q, K, V, mask, dropout_p=self.dropout, training=self.training
         )  # (B, L_q, d_v), (B, L_q, L_k)
-        if return_attn:
-            return output, weights
-        return output
+        return (output, weights) if return_attn else output

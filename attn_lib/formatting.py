@@ -1,10 +1,8 @@
 """Numbers as text that reads the same on every CPU.
 
-Two CPUs (or two kernels on one CPU) can round float32 results differently in the last bits.
-A tensor's repr shows that: ``tensor([1., 1.])`` when every value is exactly integral,
-``tensor([1.0000, 1.0000])`` when one is a rounding step away, and ``-0.0000`` for a tiny
-negative round-off. ``fmt_values`` prints every value with a fixed number of decimals instead,
-so that what a notebook shows depends on the value, not on its last bits.
+Two CPUs can round float32 results differently in the last bits, which a tensor's repr shows
+(``1.`` or ``1.0000``, ``-0.0000``); ``fmt_values`` prints a fixed number of decimals instead.
+Used by every notebook from 01 on.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ nn.MultiheadAttention attn_mask   True = blocked (float: added)
 nn.MultiheadAttention key_padding True = padding (blocked), (B, L_k)
 F.scaled_dot_product_attention    True = takes part (float: added)
 ================================  =====================================
+
+Used by notebooks 05-08 and 10 (padding and causal masks; notebook 06 section 5 and notebook
+07 for the converters).
 """
 
 from __future__ import annotations
@@ -45,71 +48,64 @@ __all__ = [
 
 
 def _lengths_tensor(lengths: torch.Tensor | Sequence[int]) -> torch.Tensor:
+    """Lengths as a 1-D integer tensor (B,) of values ≥ 0."""
+    if hasattr(lengths, "dtype") and not isinstance(lengths, torch.Tensor):
+        lengths = torch.as_tensor(lengths)  # a NumPy array
     if not isinstance(lengths, torch.Tensor):
-        if hasattr(lengths, "dtype"):  # a NumPy array of lengths
-            lengths = torch.as_tensor(lengths)
-        else:
-            if not isinstance(lengths, Iterable):
-                raise TypeError(
-                    f"lengths must be a sequence (B,) of ints, one per sequence, got {lengths!r}; "
-                    f"for one sequence write [{lengths!r}]."
-                )
-            try:  # ints, NumPy integers or 0-d integer tensors, as every size in attn_lib
-                values = [as_int("lengths", v) for v in lengths]
-            except TypeError:
-                raise TypeError(
-                    f"lengths must hold ints (one length per sequence), got {lengths!r}."
-                ) from None
-            lengths = torch.tensor(values, dtype=torch.long)
+        if not isinstance(lengths, Iterable):
+            raise TypeError(
+                f"lengths must be a sequence (B,) of ints, one per sequence, got {lengths!r}; "
+                f"for one sequence write [{lengths!r}]."
+            )
+        try:
+            lengths = torch.tensor([as_int("lengths", v) for v in lengths], dtype=torch.long)
+        except TypeError:
+            raise TypeError(
+                f"lengths must hold ints (one length per sequence), got {lengths!r}."
+            ) from None
     if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.is_complex():
         raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}.")
     check_device("lengths", lengths)
-    t = lengths
-    if t.dim() != 1:
+    if lengths.dim() != 1:
         raise ShapeError(
-            f"lengths must be 1-D (B,), one length per sequence, got shape {fmt_shape(t.shape)}."
+            f"lengths must be 1-D (B,), one length per sequence, got shape "
+            f"{fmt_shape(lengths.shape)}."
         )
-    if t.numel() == 0:
+    if lengths.numel() == 0:
         raise ShapeError("lengths is empty: give one length per sequence in the batch.")
-    if bool((t < 0).any()):
-        raise ValueError(f"lengths must be ≥ 0, got {t.tolist()}.")
-    return t
+    if bool((lengths < 0).any()):
+        raise ValueError(f"lengths must be ≥ 0, got {lengths.tolist()}.")
+    return lengths
 
 
 def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = None) -> torch.Tensor:
-    """Keep-mask for right-padded sequences: position j of sequence b is real iff j < lengths[b].
+    """Keep-mask for right-padded sequences: key j of sequence b is real iff j < lengths[b].
 
     Args:
         lengths: (B,) integers ≥ 0, the real length of each sequence.
-        max_len: L_k, the padded length (an int, NumPy integer or 0-d integer
-            tensor); default max(lengths).
+        max_len: L_k, the padded length; default max(lengths).
 
     Returns:
-        bool (B, 1, L_k): the 1 broadcasts over the query rows, so the mask blanks
-        the padded *key columns* for every query (article section 4.1). For
-        (B, H, L_q, L_k) scores use ``.unsqueeze(1)`` → (B, 1, 1, L_k).
+        bool (B, 1, L_k): the 1 broadcasts over the queries, so the padded key columns are
+        blocked for every query. For (B, H, L_q, L_k) scores use ``.unsqueeze(1)``.
 
     Raises:
         TypeError: lengths or max_len not integers.
-        ShapeError: lengths not 1-D or empty.
-        ValueError: a negative length, a length > max_len, max_len < 0, or lengths
-            on the meta device.
+        ShapeError: lengths not 1-D, or empty.
+        ValueError: a negative length, a length > max_len, lengths on the meta device.
 
-    Source: article section 4.1; Vaswani et al. 2017 (padding masks in the encoder).
+    Source: article section 4.1.
     """
-    t = _lengths_tensor(lengths)
-    longest = int(t.max())
+    lengths = _lengths_tensor(lengths)
+    longest = int(lengths.max())
     max_len = longest if max_len is None else check_size("max_len", max_len, 0)
     if longest > max_len:
         raise ValueError(
-            f"a length exceeds max_len: lengths {t.tolist()} but max_len = {max_len}. "
+            f"a length exceeds max_len: lengths {lengths.tolist()} but max_len = {max_len}. "
             f"Raise max_len or truncate the sequences."
         )
-    positions = torch.arange(max_len, device=t.device)  # (L_k,)
-    return (positions < t[:, None]).unsqueeze(1)  # (B, 1, L_k)
-
-
-_CAUSAL_ALIGNS = ("top_left", "bottom_right")
+    positions = torch.arange(max_len, device=lengths.device)  # (L_k,)
+    return (positions < lengths[:, None]).unsqueeze(1)  # (B, 1, L_k)
 
 
 def causal_mask(
@@ -121,37 +117,30 @@ def causal_mask(
 ) -> torch.Tensor:
     """Keep-mask that lets each query attend to its own and earlier positions only.
 
-    With L_q = L_k both alignments are the same: query i sees keys 0..i. They differ
-    when the lengths differ:
-
-    * ``"top_left"`` (default): query i sees keys 0..i, like ``is_causal=True`` in
-      F.scaled_dot_product_attention and ``torch.nn.attention.bias.causal_upper_left``.
-    * ``"bottom_right"``: the queries are the *last* L_q positions of the sequence, so
-      query i sees keys 0..i + (L_k - L_q); the last query sees every key. This is
-      the mask for decoding with a cache of keys (L_q < L_k), as
-      ``torch.nn.attention.bias.causal_lower_right``. When L_q > L_k the first
-      L_q - L_k queries have no allowed key: attn_lib gives them zero weights and a
-      zero output, as F.scaled_dot_product_attention does with this bool mask.
+    The two alignments differ only when L_q ≠ L_k. "top_left" (default): query i sees keys
+    0..i, like SDPA's ``is_causal=True``. "bottom_right": the queries are the last L_q
+    positions, so query i sees keys 0..i + L_k - L_q, the mask for decoding with cached keys
+    (L_q < L_k); when L_q > L_k the first L_q - L_k queries see no key (zero output).
 
     Args:
         L_q: number of queries.
         L_k: number of keys (default L_q).
-        align: ``"top_left"`` or ``"bottom_right"``, where the diagonal starts.
+        align: "top_left" or "bottom_right", where the diagonal starts.
         device: where to build it.
 
     Returns:
-        bool (L_q, L_k): True on and below the diagonal.
+        bool (L_q, L_k), True on and below the diagonal.
 
     Raises:
-        TypeError: a length that is not an int (Python, NumPy or a 0-d integer tensor).
+        TypeError: a length that is not an int.
         ValueError: a length < 1, or an unknown ``align``.
 
-    Source: Vaswani et al. 2017, sec. 3.2.3 (masking in the decoder); article section 4.1;
-        torch.nn.attention.bias (causal_upper_left, causal_lower_right).
+    Source: Vaswani et al. 2017, sec. 3.2.3; torch.nn.attention.bias (causal_upper_left,
+        causal_lower_right).
     """
     L_q = check_size("L_q", L_q)
     L_k = L_q if L_k is None else check_size("L_k", L_k)
-    if not isinstance(align, str) or align not in _CAUSAL_ALIGNS:
+    if align not in ("top_left", "bottom_right"):
         raise ValueError(
             f"align must be 'top_left' (query i sees keys 0..i, as SDPA's is_causal) or "
             f"'bottom_right' (the last query sees every key, for decoding; PyTorch's "
@@ -162,22 +151,16 @@ def causal_mask(
 
 
 def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
-    """Combine keep-masks with logical and: a key is allowed only if every mask allows it.
-
-    Masks are combined with ``&``, never by adding: two additive masks filled with
-    ``finfo.min`` add up to -inf (and two -1e9 fills to -2e9), which breaks the
-    dtype-safe fill.
+    """Combine keep-masks with ``&``: a key is allowed only where every mask allows it.
 
     Args:
-        *masks: keep-masks (bool or integer 0/1) whose shapes broadcast, e.g. a
-            (B, 1, L) padding mask and an (L, L) causal mask → (B, L, L).
+        *masks: keep-masks whose shapes broadcast, e.g. (B, 1, L) padding and (L, L) causal.
 
     Returns:
-        bool, the broadcast shape.
+        bool, the broadcast shape, e.g. (B, L, L).
 
     Raises:
-        MaskError: no mask given, a float mask, shapes that do not broadcast, or masks
-            on different devices.
+        MaskError: no mask, a float mask, shapes that do not broadcast, different devices.
     """
     if not masks:
         raise MaskError("combine_masks needs at least one mask.")
@@ -205,25 +188,21 @@ def to_multihead_attn_mask(
 ) -> torch.Tensor:
     """Convert a keep-mask to ``nn.MultiheadAttention``'s ``attn_mask`` (True = blocked).
 
-    nn.MultiheadAttention takes an (L_q, L_k) mask shared by the batch, or a
-    (B * num_heads, L_q, L_k) one; it does not broadcast size-1 dims. So a mask with a
-    batch dim of 1 becomes 2-D, and size-1 query or key dims are expanded to ``L_q``
-    and ``L_k`` when they are given. Without them the mask's own sizes are taken as
-    (L_q, L_k), except a query dim of 1 in front of several keys, (…, 1, L_k): that
-    is usually a padding mask meant for every query, so ``L_q`` is then required.
+    MHA takes (L_q, L_k) or (B * num_heads, L_q, L_k) and does not broadcast, so a batch dim of
+    1 is dropped and size-1 dims are expanded to ``L_q`` / ``L_k`` when given. A (…, 1, L_k)
+    mask without ``L_q`` is refused: it is usually a padding mask meant for every query.
 
     Args:
-        mask: keep-mask, (L_q or 1, L_k or 1), or 3-D (B or 1, L_q or 1, L_k or 1).
-        L_q: the number of queries (int ≥ 1), to expand a query dim of 1.
-        L_k: the number of keys (int ≥ 1), to expand a key dim of 1.
-        num_heads: nn.MultiheadAttention's num_heads (int ≥ 1).
+        mask: keep-mask (L_q or 1, L_k or 1), or (B or 1, L_q or 1, L_k or 1).
+        L_q, L_k: the scores' sizes, to expand size-1 dims.
+        num_heads: MHA's num_heads.
 
     Returns:
         bool (L_q, L_k) or (B * num_heads, L_q, L_k), True where attention is blocked.
 
     Raises:
-        MaskError: a float mask, a rank other than 2 or 3, a (…, 1, L_k) mask without
-            ``L_q``, or a dim that is neither 1 nor the given ``L_q`` / ``L_k``.
+        MaskError: a float mask, a rank other than 2 or 3, (…, 1, L_k) without ``L_q``, a dim
+            that is neither 1 nor the given size.
         TypeError / ValueError: ``L_q``, ``L_k`` or ``num_heads`` not an int ≥ 1.
 
     Source: torch.nn.MultiheadAttention.forward docs (attn_mask).
@@ -243,18 +222,15 @@ def to_multihead_attn_mask(
             f"so pass L_q=... to expand it (L_q=1 if there is one query), or use "
             f"to_key_padding_mask for a (B, 1, L_k) padding mask."
         )
-    sizes = (rows, cols)
-    if L_q is not None or L_k is not None:
-        sizes = tuple(
-            m if n is None else check_size(name, n)
-            for name, m, n in (("L_q", rows, L_q), ("L_k", cols, L_k))
-        )
-        for name, m, n in zip(("L_q", "L_k"), (rows, cols), sizes, strict=True):
-            if m not in (1, n):
-                raise MaskError(
-                    f"mask has shape {fmt_shape(keep.shape)}, whose {name} dim {m} is "
-                    f"neither 1 nor {name}={n}; pass the sizes of the scores."
-                )
+    sizes = []
+    for name, m, n in (("L_q", rows, L_q), ("L_k", cols, L_k)):
+        n = m if n is None else check_size(name, n)
+        if m not in (1, n):
+            raise MaskError(
+                f"mask has shape {fmt_shape(keep.shape)}, whose {name} dim {m} is "
+                f"neither 1 nor {name}={n}; pass the sizes of the scores."
+            )
+        sizes.append(n)
     if keep.dim() == 3 and keep.shape[0] == 1:
         keep = keep[0]  # one mask for the whole batch: MHA's 2-D form
     blocked = ~keep.expand(*keep.shape[:-2], *sizes)
@@ -267,18 +243,15 @@ def to_key_padding_mask(mask: torch.Tensor, *, B: int | None = None) -> torch.Te
     """Convert a (B, 1, L_k) padding keep-mask to ``key_padding_mask`` ((B, L_k), True = padding).
 
     Args:
-        mask: keep-mask (B, 1, L_k), as made by :func:`padding_mask`, or (1, 1, L_k)
-            shared by the batch.
-        B: the batch size (int ≥ 1), to expand a batch dim of 1:
-            nn.MultiheadAttention does not broadcast it.
+        mask: keep-mask (B, 1, L_k), as :func:`padding_mask` makes, or (1, 1, L_k).
+        B: the batch size, to expand a batch dim of 1 (MHA does not broadcast it).
 
     Returns:
         bool (B, L_k), True at padded keys.
 
     Raises:
-        MaskError: a float mask, a shape other than (B, 1, L_k) (a key padding mask is
-            the same for every query, so it cannot express a causal mask), or a batch
-            dim that is neither 1 nor ``B``.
+        MaskError: a float mask, a shape other than (B, 1, L_k) (a key padding mask is the
+            same for every query: no causal mask), a batch dim neither 1 nor ``B``.
         TypeError / ValueError: ``B`` not an int ≥ 1.
 
     Source: torch.nn.MultiheadAttention.forward docs (key_padding_mask).
@@ -308,17 +281,10 @@ def to_key_padding_mask(mask: torch.Tensor, *, B: int | None = None) -> torch.Te
 
 
 def to_sdpa_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Convert a keep-mask to the bool ``attn_mask`` of F.scaled_dot_product_attention.
-
-    SDPA's bool convention is the keep convention (True = takes part), so this
-    only checks the mask and makes it bool; its shape must broadcast to SDPA's
-    (..., L_q, L_k).
-
-    Returns:
-        bool, same shape.
+    """Convert a keep-mask to SDPA's bool ``attn_mask``: the same convention, checked, as bool.
 
     Raises:
-        MaskError: a float mask, or integer values other than 0/1.
+        MaskError: a float mask, or integers other than 0/1.
 
     Source: torch.nn.functional.scaled_dot_product_attention docs (attn_mask).
     """
@@ -328,21 +294,21 @@ def to_sdpa_mask(mask: torch.Tensor) -> torch.Tensor:
 def to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Convert a keep-mask to an additive float mask: 0 where kept, -inf where blocked.
 
-    This is what SDPA and nn.MultiheadAttention expect of a float mask: it is
-    added to the scores. SDPA returns zero rows where a whole row is -inf; a
-    finite fill (e.g. -1e9) would instead give that row uniform weights, i.e.
-    the mean of V.
+    SDPA and nn.MultiheadAttention add a float mask to the scores; SDPA gives a zero row
+    where a whole row is -inf (a finite fill such as -1e9 would give the mean of V).
 
     Args:
         mask: keep-mask, any shape.
-        dtype: that of the scores: float32, float64, float16 or bfloat16.
+        dtype: the scores' dtype, float32, float64, float16 or bfloat16.
 
     Returns:
-        ``dtype``, same shape as mask.
+        ``dtype``, the mask's shape.
 
     Raises:
         MaskError: a float mask.
-        TypeError: ``dtype`` is not one of those (float8 has no -inf and no masked_fill).
+        TypeError: another ``dtype`` (float8 has no -inf).
+
+    Source: torch.nn.functional.scaled_dot_product_attention docs (attn_mask).
     """
     keep = as_keep_mask(mask)
     check_float_dtype("dtype", dtype)

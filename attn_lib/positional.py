@@ -1,4 +1,4 @@
-"""Sinusoidal positional encodings (Vaswani et al. 2017, sec. 3.5)."""
+"""Sinusoidal positional encodings (Vaswani et al. 2017, sec. 3.5); used by notebook 01."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ def sinusoidal_positional_encoding(
 ) -> torch.Tensor:
     """The fixed sinusoidal encoding: PE[pos, 2i] = sin(pos / base^(2i/d_model)), PE[pos, 2i+1] = cos(…).
 
-    Self-attention without positions is permutation-equivariant (article 1.2):
-    adding PE to the token embeddings is what lets it tell 我爱你 from 你爱我.
+    Added to the token embeddings, it lets attention tell 我爱你 from 你爱我 (article 1.2).
 
     Args:
         L: number of positions (an int ≥ 1).

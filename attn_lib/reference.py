@@ -1,13 +1,10 @@
 """Checking attn_lib against PyTorch's own attention (article section 3.4).
 
-Two references:
+Two references: ``nn.MultiheadAttention`` with ``num_heads=1`` (its ``in_proj_weight`` stacks
+W_Q, W_K, W_V; its ``out_proj`` is a further Linear(E, E) that the article's module does not
+have), and ``torch.nn.functional.scaled_dot_product_attention`` (a fused kernel).
 
-* ``nn.MultiheadAttention`` with ``num_heads=1``: its ``in_proj_weight`` stacks
-  W_Q, W_K, W_V as rows [0:E], [E:2E], [2E:3E]; after attention it applies
-  ``out_proj``, a further Linear(E, E) that the article's module does not have.
-  Comparing outputs without accounting for it fails by about 1, not 1e-6.
-* ``torch.nn.functional.scaled_dot_product_attention``: the same formula as a
-  fused kernel, with a bool mask meaning "takes part".
+Used by notebook 06 (Checking against PyTorch), sections 2-6.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from torch import nn
 
 from .core import SingleHeadAttention, scaled_dot_product_attention
 from .masks import to_key_padding_mask, to_multihead_attn_mask
-from .shapes import MaskError, ShapeError, check_device, check_mask, check_qkv, fmt_shape
+from .shapes import MaskError, ShapeError, check_attention, check_device, check_mask, fmt_shape
 
 __all__ = [
     "AlignmentReport",
@@ -53,19 +50,16 @@ def _check_single_head(mha: nn.MultiheadAttention) -> None:
 
 
 def from_multihead_attention(mha: nn.MultiheadAttention) -> SingleHeadAttention:
-    """Build a SingleHeadAttention with the Q, K, V projections of a one-head nn.MultiheadAttention.
+    """A SingleHeadAttention with the Q, K, V projections of a one-head nn.MultiheadAttention.
 
-    Slices ``in_proj_weight`` (3E, E) into W_Q = rows [0:E], W_K = [E:2E],
-    W_V = [2E:3E] (and ``in_proj_bias`` likewise when the module has biases);
-    modules built with kdim/vdim use q_proj_weight, k_proj_weight, v_proj_weight.
-    ``out_proj`` is not copied: apply it with :func:`apply_out_proj`.
+    W_Q, W_K, W_V are rows [0:E], [E:2E], [2E:3E] of ``in_proj_weight`` (3E, E), and of
+    ``in_proj_bias``; ``out_proj`` is not copied (see :func:`apply_out_proj`).
 
     Args:
         mha: nn.MultiheadAttention(embed_dim=E, num_heads=1, batch_first=True).
 
     Returns:
-        SingleHeadAttention(d_model=E, d_k=E), same dtype and device, in mha's
-        training mode.
+        SingleHeadAttention(E, E), mha's dtype, device and training mode.
 
     Raises:
         TypeError: not an nn.MultiheadAttention.
@@ -97,14 +91,7 @@ def from_multihead_attention(mha: nn.MultiheadAttention) -> SingleHeadAttention:
 
 
 def apply_out_proj(mha: nn.MultiheadAttention, output: torch.Tensor) -> torch.Tensor:
-    """Apply nn.MultiheadAttention's output projection to an attention output.
-
-    Args:
-        mha: the module whose ``out_proj`` (Linear(E, E)) to apply.
-        output: (..., L_q, E).
-
-    Returns:
-        (..., L_q, E): output @ out_proj.weight.T + out_proj.bias.
+    """nn.MultiheadAttention's output projection of an attention output (..., L_q, E).
 
     Source: torch.nn.MultiheadAttention (out_proj is applied after attention).
     """
@@ -116,14 +103,12 @@ class AlignmentReport:
     """Largest absolute differences between attn_lib and a PyTorch reference.
 
     Attributes:
-        weights_max_abs_diff: max |Δ| over the attention weights (None when the
-            reference does not return weights).
-        output_max_abs_diff: max |Δ| over the outputs, in the units of the values.
-        rows_compared: query rows compared (rows with at least one allowed key).
-        fully_masked_rows: query rows whose keys are all blocked. compare_with_multihead_attention
-            leaves them out (nn.MultiheadAttention gives NaN there); compare_with_sdpa
-            compares them (SDPA and attn_lib both give zeros).
-        fully_masked_compared: whether those rows were part of the comparison.
+        weights_max_abs_diff: over the weights (None when the reference returns none).
+        output_max_abs_diff: over the outputs, in the units of the values.
+        rows_compared: query rows compared.
+        fully_masked_rows: query rows whose keys are all blocked: left out against
+            nn.MultiheadAttention (NaN there), compared against SDPA (zeros in both).
+        fully_masked_compared: whether those rows were compared.
     """
 
     weights_max_abs_diff: float | None
@@ -164,19 +149,17 @@ def compare_with_multihead_attention(
     *,
     use_key_padding_mask: bool = False,
 ) -> AlignmentReport:
-    """Run ``module`` and ``mha`` on the same x and compare weights, then outputs after out_proj.
+    """Run ``module`` and ``mha`` on x and compare the weights, then the outputs after out_proj.
 
-    Both run in eval mode (no dropout) and without gradients. The keep-mask is
-    converted to nn.MultiheadAttention's convention (True = blocked), as
-    ``attn_mask`` or, with ``use_key_padding_mask``, as ``key_padding_mask``.
+    Both run in eval mode and without gradients; the keep-mask is converted to MHA's
+    ``attn_mask`` (True = blocked) or, with ``use_key_padding_mask``, ``key_padding_mask``.
 
     Args:
         module: a SingleHeadAttention, e.g. from :func:`from_multihead_attention`.
         mha: nn.MultiheadAttention(E, num_heads=1, batch_first=True).
         x: (B, L, E), floating point.
-        mask: keep-mask (L, L), (B, 1, L) or (B, L, L), or None; size-1 dims are
-            expanded for nn.MultiheadAttention, which does not broadcast.
-        use_key_padding_mask: pass a (B, 1, L) padding mask as key_padding_mask.
+        mask: keep-mask (L, L), (B, 1, L) or (B, L, L), or None.
+        use_key_padding_mask: send a (B, 1, L) padding mask as key_padding_mask.
 
     Returns:
         AlignmentReport over the rows that keep at least one key.
@@ -257,22 +240,20 @@ def compare_with_sdpa(
 ) -> AlignmentReport:
     """Compare attn_lib's attention with torch.nn.functional.scaled_dot_product_attention.
 
-    The keep-mask is passed to SDPA as its bool ``attn_mask`` (same convention).
-    SDPA returns no weights, so only outputs are compared; rows with no allowed
-    key are compared too (both give zeros there).
+    SDPA returns no weights, so only the outputs are compared, every row included.
 
     Args:
-        query, key, value: as :func:`attn_lib.scaled_dot_product_attention`.
-        mask: keep-mask or None.
-        scale: score multiplier, default 1/√d_k.
+        query, key, value, mask, scale: as :func:`attn_lib.scaled_dot_product_attention`.
 
     Returns:
         AlignmentReport (weights_max_abs_diff is None).
 
+    Raises:
+        as :func:`attn_lib.scaled_dot_product_attention`.
+
     Source: torch.nn.functional.scaled_dot_product_attention docs.
     """
-    shapes = check_qkv(query, key, value)
-    keep = None if mask is None else check_mask(mask, shapes.scores, device=query.device)
+    shapes, keep, _ = check_attention(query, key, value, mask, scale)
     with torch.no_grad():
         out, _ = scaled_dot_product_attention(query, key, value, keep, scale=scale)
         ref = F.scaled_dot_product_attention(query, key, value, attn_mask=keep, scale=scale)

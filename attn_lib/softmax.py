@@ -1,7 +1,7 @@
-"""Softmax written out, its Jacobian, and the entropy of a row of weights.
+"""Softmax written out (stable and naive), its Jacobian, and the entropy of a row of weights.
 
-``stable_softmax`` is the max trick (article section 4.3); ``naive_softmax`` is
-kept naive on purpose so that notebook 08 can show it overflow.
+Used by notebooks 03 and 11 (saturation: the Jacobian, entropy), 08 (the max trick against the
+naive softmax's overflow; entropy) and 09 (entropy).
 """
 
 from __future__ import annotations
@@ -22,55 +22,49 @@ def _check_dim(x: torch.Tensor, dim: int) -> None:
 
 
 def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Softmax with the max trick: exp(x - max) / sum(exp(x - max)).
+    """Softmax with the max trick: exp(x - max) / Σ exp(x - max), which never overflows.
 
-    Subtracting the row maximum changes nothing mathematically (softmax depends
-    only on differences, softmax(x + c) = softmax(x)) but keeps every exponent
-    ≤ 0, so exp never overflows. A slice that is entirely -inf has no maximum
-    to subtract and gives NaN, as ``torch.softmax`` does.
+    softmax(x + c) = softmax(x), so subtracting the maximum changes nothing but keeps every
+    exponent ≤ 0. A slice that is all -inf gives NaN, as in ``torch.softmax``.
 
     Args:
-        x: scores (..., n), floating point (any shape; ``dim`` picks the axis).
+        x: scores (..., n), floating point.
         dim: the axis to normalise over (the keys: -1).
 
     Returns:
-        Weights of x's shape and dtype; each slice along ``dim`` sums to 1.
+        x's shape and dtype; each slice along ``dim`` sums to 1.
 
     Raises:
         TypeError: x is not a floating-point tensor.
         ShapeError: ``dim`` is out of range.
 
-    Source: Goodfellow, Bengio & Courville, Deep Learning, sec. 4.1; article section 4.3;
-        torch.nn.functional.softmax.
+    Source: article section 4.3; torch.nn.functional.softmax.
     """
     check_float_tensor("x", x)
     _check_dim(x, dim)
     if x.numel() == 0:
         return x.clone()
-    shifted = x - x.amax(dim=dim, keepdim=True)  # every entry now ≤ 0
-    e = shifted.exp()
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()  # every exponent ≤ 0
     return e / e.sum(dim=dim, keepdim=True)
 
 
 def naive_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Softmax straight from the definition, exp(x) / sum(exp(x)): overflows on purpose.
+    """Softmax from the definition, exp(x) / Σ exp(x): NaN once exp overflows, on purpose.
 
-    exp overflows to inf once x exceeds log(finfo.max): about 88.72 in float32 and
-    11.09 in float16, and then inf / inf gives NaN. Use :func:`stable_softmax`
-    (or ``torch.softmax``) for real work; this one exists to show the failure.
+    exp overflows above log(finfo.max): about 88.72 in float32, 11.09 in float16.
 
     Args:
         x: scores (..., n), floating point.
         dim: the axis to normalise over.
 
     Returns:
-        Weights of x's shape and dtype, NaN where exp overflowed.
+        x's shape and dtype, NaN where exp overflowed.
 
     Raises:
         TypeError: x is not a floating-point tensor.
         ShapeError: ``dim`` is out of range.
 
-    Source: the softmax definition; article section 4.3.
+    Source: article section 4.3.
     """
     check_float_tensor("x", x)
     _check_dim(x, dim)
@@ -79,13 +73,12 @@ def naive_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def softmax_jacobian(weights: torch.Tensor) -> torch.Tensor:
-    """Jacobian of softmax at a row of weights p: diag(p) - p pᵀ.
+    """The Jacobian of softmax at a row of weights p, diag(p) - p pᵀ: entry (i, j) = ∂p_i/∂s_j.
 
-    Entry (i, j) is ∂p_i/∂s_j. As a row saturates (p → one-hot) every entry goes
-    to 0, which is why gradients vanish through a saturated softmax.
+    Every entry goes to 0 as the row saturates (p → one-hot): gradients vanish.
 
     Args:
-        weights: p, (..., n), floating point, the output of a softmax over dim -1.
+        weights: p (..., n), floating point, a softmax over dim -1.
 
     Returns:
         (..., n, n), same dtype.
@@ -93,8 +86,6 @@ def softmax_jacobian(weights: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: weights is not a floating-point tensor.
         ShapeError: weights is 0-D.
-
-    Source: e.g. Bishop, Pattern Recognition and Machine Learning, eq. (4.106).
     """
     check_float_tensor("weights", weights)
     if weights.dim() == 0:
@@ -103,22 +94,21 @@ def softmax_jacobian(weights: torch.Tensor) -> torch.Tensor:
 
 
 def entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Shannon entropy of each row of weights, in nats: -Σ p log p (0 log 0 = 0).
+    """The entropy of each row of weights in nats, -Σ p log p (0 log 0 = 0).
 
-    0 for a one-hot row; log n for a uniform row over n keys.
+    0 for a one-hot row, log n for a uniform row over n keys.
 
     Args:
-        weights: (..., n), floating point, non-negative, rows summing to 1.
+        weights: (..., n), non-negative, rows summing to 1.
         dim: the axis holding the distribution.
 
     Returns:
-        (...), the entropy of each row, in nats, same dtype.
+        (...), same dtype.
 
     Raises:
         TypeError: weights is not a floating-point tensor.
         ShapeError: ``dim`` is out of range.
-
-    Source: Cover & Thomas, Elements of Information Theory, eq. (2.1), natural log.
+        ValueError: a negative weight (scores passed instead of weights).
     """
     check_float_tensor("weights", weights)
     _check_dim(weights, dim)
@@ -127,7 +117,6 @@ def entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
             f"weights must be non-negative (a distribution), found {weights.amin().item():.4g}; "
             f"pass softmax outputs, not scores."
         )
-    plogp = torch.where(
-        weights > 0, weights * weights.clamp_min(torch.finfo(weights.dtype).tiny).log(), 0.0
-    )
+    tiny = torch.finfo(weights.dtype).tiny
+    plogp = torch.where(weights > 0, weights * weights.clamp_min(tiny).log(), 0.0)
     return 0.0 - plogp.sum(dim=dim)  # 0.0 - x, not -x: a one-hot row gives 0.0, not -0.0

@@ -1,5 +1,5 @@
 """Tests of attn_lib.chunked: the online-softmax attention equals the reference, holds no L_k-sized
-intermediate, validates like the reference, and its trace is the recurrence it claims."""
+intermediate (within notebook 10's memory model) and validates like the reference."""
 
 from __future__ import annotations
 
@@ -13,13 +13,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from attn_lib.chunked import (
-    DEFAULT_BLOCK_SIZE,
-    chunked_attention,
-    chunked_attention_trace,
-    peak_intermediate_bytes,
-)
+from attn_lib.chunked import chunked_attention
 from attn_lib.core import scaled_dot_product_attention
+from attn_lib.lessons.nb10_cost import peak_intermediate_bytes
 from attn_lib.masks import causal_mask, combine_masks, padding_mask
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -240,11 +236,6 @@ def test_bad_block_size(name, value, error):
     q, k, v = make_qkv((), 4, 4, 8, 8, torch.float32)
     with pytest.raises(error, match=name):
         chunked_attention(q, k, v, **{name: value})
-    if name == "block_size":
-        with pytest.raises(error, match=name):
-            chunked_attention_trace(q, k, v, block_size=value)
-        with pytest.raises(error, match=name):
-            peak_intermediate_bytes(4, 4, 8, 8, block_size=value)
 
 
 # --- memory: nothing grows with L_k -------------------------------------------------------------
@@ -365,110 +356,6 @@ def test_no_fused_attention_kernel_and_no_full_softmax():
     assert not [op for op in tracker.ops if any(word in op for word in forbidden)]
 
 
-def test_peak_intermediate_bytes():
-    L, d = 8192, 64
-    naive = peak_intermediate_bytes(L, L, d, d, method="naive")
-    assert naive == 2 * L * L * 4  # scores and weights, float32
-    chunked = peak_intermediate_bytes(L, L, d, d)  # default block size
-    assert chunked <= 0.05 * naive  # the issue's target at L = 8192
-    # chunked: constant in L_k once L_k ≥ block; naive: linear in L_k
-    sizes = [peak_intermediate_bytes(64, L_k, 16, 16, block_size=32) for L_k in (32, 64, 4096)]
-    assert len(set(sizes)) == 1
-    naive_sizes = [
-        peak_intermediate_bytes(64, L_k, 16, 16, block_size=32, method="naive")
-        for L_k in (32, 64, 4096)
-    ]
-    assert naive_sizes == [naive_sizes[0] * n for n in (1, 2, 128)]
-    # batch dims multiply; float16 is accumulated in float32; query blocks shrink it further
-    assert peak_intermediate_bytes(64, 64, 16, 16, block_size=32, batch=(2, 3)) == 6 * sizes[0]
-    assert peak_intermediate_bytes(
-        64, 64, 16, 16, block_size=32, dtype=torch.float16
-    ) > peak_intermediate_bytes(64, 64, 16, 16, block_size=32, dtype=torch.float16, method="naive")
-    assert peak_intermediate_bytes(L, L, d, d, query_block_size=1024) < chunked / 4
-    with pytest.raises(ValueError, match="method"):
-        peak_intermediate_bytes(8, 8, 4, 4, method="flash")
-    with pytest.raises(TypeError, match="dtype"):
-        peak_intermediate_bytes(8, 8, 4, 4, dtype=torch.int64)
-    with pytest.raises(ValueError, match="L_k"):
-        peak_intermediate_bytes(8, 0, 4, 4)
-
-
-def test_default_block_size_holds_under_5_percent_of_one_l_by_l_matrix_at_8192():
-    # The benchmark's P4 target, read strictly: against a single L × L matrix, not the naive
-    # path's two (scores and weights).
-    assert DEFAULT_BLOCK_SIZE == 128
-    L, d = 8192, 64
-    chunked = peak_intermediate_bytes(L, L, d, d)
-    # (8192·128 scores + 8192·64 query + 2·8192·64 acc, p·V + 8·8192 row state + 128·64 key) · 4 B
-    assert chunked == 10_780_672  # 10.3 MiB
-    assert chunked / (L * L * 4) < 0.05
-    assert chunked / peak_intermediate_bytes(L, L, d, d, method="naive") < 0.025
-
-
-# --- the trace ----------------------------------------------------------------------------------
-
-
-def test_trace_follows_the_recurrence():
-    batch, L_q, L_k, block = (2,), 6, 23, 5
-    q, k, v = make_qkv(batch, L_q, L_k, 4, 3, torch.float64, seed=11)
-    mask = build_mask("combined", batch, L_q, L_k)
-    row = 4
-    states = chunked_attention_trace(q, k, v, mask, block_size=block, row=row)
-    assert [(s.block, s.start, s.stop) for s in states] == [
-        (j, j * block, min((j + 1) * block, L_k)) for j in range(math.ceil(L_k / block))
-    ]
-    # the row's scores and weights, computed in one go
-    scores = (q[0, row] / 2.0) @ k[0].T  # scale 1/√4
-    scores = scores.masked_fill(~mask[0, row], -math.inf)
-    m_old, l_sum = -math.inf, 0.0
-    for s in states:
-        torch.testing.assert_close(s.scores, scores[s.start : s.stop])
-        assert s.block_max == float(scores[s.start : s.stop].max())
-        assert s.m_old == m_old and s.m == max(m_old, s.block_max)
-        expected_rescale = 0.0 if m_old == -math.inf else math.exp(m_old - s.m)
-        assert s.rescale == pytest.approx(expected_rescale, abs=0)
-        seen = scores[: s.stop]
-        if s.m > -math.inf:
-            l_sum = float(torch.exp(seen - s.m).sum())
-            torch.testing.assert_close(s.p, torch.exp(scores[s.start : s.stop] - s.m))
-        assert s.l == pytest.approx(l_sum)
-        m_old = s.m
-    out = chunked_attention(q, k, v, mask, block_size=block)
-    torch.testing.assert_close(states[-1].output, out[0, row])
-    torch.testing.assert_close(states[-1].output, reference(q, k, v, mask)[0, row])
-
-
-def test_trace_of_masked_rows_has_no_nan():
-    batch, L_q, L_k = (2,), 6, 13
-    q, k, v = make_qkv(batch, L_q, L_k, 4, 5, torch.float32)
-    mask = build_mask("fully_masked_rows", batch, L_q, L_k)
-    empty = chunked_attention_trace(q, k, v, mask, block_size=4, row=0)
-    for s in empty:  # no allowed key anywhere
-        assert s.m == -math.inf and s.l == 0.0 and s.rescale == 0.0
-        assert torch.equal(s.output, torch.zeros(5)) and torch.equal(s.p, torch.zeros_like(s.p))
-    late = chunked_attention_trace(q, k, v, mask, block_size=4, row=1)  # only the last key
-    assert [s.m == -math.inf for s in late] == [True, True, True, False]
-    assert all(not torch.isnan(s.acc).any() for s in late)
-    assert late[-1].rescale == 0.0 and late[-1].l == 1.0
-    torch.testing.assert_close(late[-1].output, v[0, -1])
-
-
-def test_trace_ranks_and_rows():
-    q2, k2, v2 = make_qkv((), 5, 9, 4, 4, torch.float32)
-    last = chunked_attention_trace(q2, k2, v2, block_size=4, row=-1)[-1].output
-    torch.testing.assert_close(last, reference(q2, k2, v2)[-1])
-    q4, k4, v4 = make_qkv((2, 3), 5, 9, 4, 4, torch.bfloat16)
-    out = chunked_attention_trace(q4, k4, v4, causal_mask(5, 9), block_size=4, row=2)[-1].output
-    assert out.dtype == torch.float32  # the accumulation dtype
-    torch.testing.assert_close(
-        out.to(torch.bfloat16), chunked_attention(q4, k4, v4, causal_mask(5, 9))[0, 0, 2]
-    )
-    with pytest.raises(IndexError, match="row 5"):
-        chunked_attention_trace(q2, k2, v2, row=5)
-    with pytest.raises(TypeError, match="row"):
-        chunked_attention_trace(q2, k2, v2, row=1.0)
-
-
 def test_refuses_inputs_that_require_grad():
     q, k, v = make_qkv((2,), 4, 6, 8, 8, torch.float32)
     q.requires_grad_(True)
@@ -477,4 +364,3 @@ def test_refuses_inputs_that_require_grad():
     with torch.no_grad():
         out = chunked_attention(q, k, v, block_size=4)
     torch.testing.assert_close(out, reference(q, k, v).detach())
-    assert chunked_attention_trace(q, k, v, block_size=4)[-1].output.requires_grad is False

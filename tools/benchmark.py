@@ -306,7 +306,7 @@ def bench_attention(repeats: int) -> None:
     import torch.nn.functional as F
 
     import attn_lib
-    from attn_lib.chunked import peak_intermediate_bytes
+    from attn_lib.lessons.nb10_cost import peak_intermediate_bytes
 
     B, L, d = P3_SIZE
     env = os.environ | {"GLIBC_TUNABLES": FIXED_ALLOCATOR}

@@ -1,7 +1,6 @@
 """Experiment helpers shared by several notebooks (torch only).
 
-- the argument checks of the experiments: a size, a choice among names, a positive number, a
-  vector, a seeded generator (notebooks 01–04, 07, 08 and 10);
+- a list of sizes, a choice among names, a seeded generator (notebooks 07, 10 and 11);
 - the multiply-adds and memory of one attention layer, and the length where attention
   overtakes the projections (notebooks 01, 04 and 10);
 - a seeded SingleHeadAttention (notebooks 01 and 04) and nn.Linear's default weight draw
@@ -20,27 +19,17 @@ from torch import nn
 
 from ..core import SingleHeadAttention
 from ..masks import causal_mask, combine_masks, padding_mask
-from ..shapes import ShapeError, check_size, fmt_shape
-
-
-def _int(name: str, value: object, minimum: int, error: type[Exception] = ValueError) -> int:
-    """Return ``value`` as an int ≥ ``minimum`` (shapes.check_size: the one home of the rule)."""
-    return check_size(name, value, minimum, error=error)
-
-
-def _dim(name: str, value: object, minimum: int = 1) -> int:
-    """A width or a length: an int ≥ ``minimum``, else ShapeError."""
-    return check_size(name, value, minimum, error=ShapeError)
+from ..shapes import ShapeError, check_size
 
 
 def _dims(name: str, values: Sequence[int]) -> list[int]:
     if isinstance(values, (int, bool)) or len(values) == 0:
         raise ShapeError(f"{name} must be a non-empty sequence of ints ≥ 1, got {values!r}.")
-    return [_dim(f"{name}[{i}]", v) for i, v in enumerate(values)]
+    return [check_size(f"{name}[{i}]", v, error=ShapeError) for i, v in enumerate(values)]
 
 
 def _generator(seed: object) -> torch.Generator:
-    return torch.Generator().manual_seed(_int("seed", seed, 0))
+    return torch.Generator().manual_seed(check_size("seed", seed, 0))
 
 
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
@@ -87,9 +76,9 @@ class AttentionCost:
 
 
 def _widths(d_model: int, d_k: int | None, d_v: int | None) -> tuple[int, int, int]:
-    d_model = _dim("d_model", d_model)
-    d_k = d_model if d_k is None else _dim("d_k", d_k)
-    d_v = d_k if d_v is None else _dim("d_v", d_v)
+    d_model = check_size("d_model", d_model, error=ShapeError)
+    d_k = d_model if d_k is None else check_size("d_k", d_k, error=ShapeError)
+    d_v = d_k if d_v is None else check_size("d_v", d_v, error=ShapeError)
     return d_model, d_k, d_v
 
 
@@ -117,9 +106,9 @@ def attention_cost(
 
     Source: Vaswani et al. 2017, Table 1 (O(n²·d) per self-attention layer); article 1.2.
     """
-    L = _dim("L", L)
+    L = check_size("L", L, error=ShapeError)
     d_model, d_k, d_v = _widths(d_model, d_k, d_v)
-    B = _dim("batch", batch)
+    B = check_size("batch", batch, error=ShapeError)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}.")
     nbytes = torch.empty((), dtype=dtype).element_size()
@@ -218,21 +207,11 @@ def seeded_attention(
 
     Source: article section 3.2 (the module).
     """
-    seed = _int("seed", seed, 0)
+    seed = check_size("seed", seed, 0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = SingleHeadAttention(d_model, d_model if d_k is None else d_k, d_v=d_v, bias=bias)
     return model.eval()
-
-
-def _positive(name: str, value: object) -> float:
-    """A finite real number > 0 (a temperature, a variance)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}.")
-    return value
 
 
 def default_linear_weight(d_out: int, d_in: int, generator: torch.Generator) -> torch.Tensor:
@@ -250,23 +229,8 @@ def default_linear_weight(d_out: int, d_in: int, generator: torch.Generator) -> 
     Returns:
         (d_out, d_in), float32: nn.Linear's storage layout, applied as x @ W.T.
 
-    Raises:
-        ShapeError: a width < 1.
-
     Source: torch.nn.Linear.reset_parameters; He et al. 2015 (Kaiming init).
     """
-    w = torch.empty(_dim("d_out", d_out), _dim("d_in", d_in))
+    w = torch.empty(d_out, d_in)
     nn.init.kaiming_uniform_(w, a=math.sqrt(5), generator=generator)
     return w
-
-
-def _vector(name: str, value: object) -> torch.Tensor:
-    """A 1-D float tensor from a tensor or a sequence of numbers."""
-    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
-    if not t.is_floating_point():
-        t = t.to(torch.get_default_dtype())
-    if t.dim() != 1 or t.numel() == 0:
-        raise ShapeError(f"{name} must be a non-empty 1-D vector, got shape {fmt_shape(t.shape)}.")
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{name} contains NaN or inf: {t.tolist()}.")
-    return t

@@ -1,10 +1,11 @@
 """Notebook 10's data, experiments and checkers (torch only).
 
 Used by notebook 10 (What attention costs), sections "2 · Memory: scores and weights grow as
-L²" (format_bytes), "3 · Time, measured" (time_attention, timing_table), "4 · Attention without
-the L × L matrix" (online_softmax_walk), "5 · What chunking saves, and what it does not"
-(log_slope, largest_new_tensor, matmul_flops), "6 · The dashboard" and "7 · Check yourself"
-(the checkers and their solutions).
+L²" (peak_intermediate_bytes, format_bytes), "3 · Time, measured" (time_attention,
+timing_table), "4 · Attention without the L × L matrix" (online_softmax_walk), "5 · What
+chunking saves, and what it does not" (peak_intermediate_bytes, log_slope, largest_new_tensor,
+matmul_flops), "6 · The dashboard" and "7 · Check yourself" (the checkers and their solutions).
+The benchmark (tools/benchmark.py, P4) uses peak_intermediate_bytes too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from ..chunked import BlockState, chunked_attention_trace
+from ..chunked import DEFAULT_BLOCK_SIZE, online_softmax_step
 from ..core import scaled_dot_product_attention
 from ..masks import causal_mask
 from ._checking import (
@@ -55,6 +56,34 @@ def format_bytes(n: float) -> str:
     """A byte count in binary units with 1 decimal: '512.0 MiB', '3.3 KiB', '292 B'."""
     e = min(int(math.log2(max(n, 1))) // 10, 3)  # 0: B, 1: KiB, 2: MiB, 3: GiB
     return f"{n:.0f} B" if e == 0 else f"{n / 1024**e:.1f} {('KiB', 'MiB', 'GiB')[e - 1]}"
+
+
+def peak_intermediate_bytes(L_q: int, L_k: int, d_k: int, d_v: int, *,
+                            block_size: int = DEFAULT_BLOCK_SIZE, query_block_size: int | None = None,
+                            batch: tuple[int, ...] = (), dtype: torch.dtype = torch.float32,
+                            method: str = "chunked") -> int:  # fmt: skip
+    """Bytes of the intermediates attention holds at once, from the tensors' sizes.
+
+    Inputs, output and masks are not counted. ``method="naive"`` is the article's code: the
+    scores and the weights, 2·L_q·L_k numbers in the inputs' dtype. ``"chunked"`` is
+    attn_lib.chunked_attention, with n_q = query_block_size (or L_q) and n_k = min(block_size,
+    L_k), in float32 for float16/bfloat16 inputs: the block's scores n_q·n_k (overwritten by
+    their exponentials), the scaled query block n_q·d_k, the accumulator and p·V 2·n_q·d_v, the
+    running max, sum and per-row helpers 8·n_q, a copy of the key block n_k·d_k, and for half
+    precision the float32 key and value blocks n_k·(d_k + d_v). None of it grows with L_k.
+    Per batch slice; ``batch`` is the leading dims.
+    """
+    slices = math.prod(batch)
+    if method == "naive":
+        return 2 * L_q * L_k * slices * dtype.itemsize
+    n_q = L_q if query_block_size is None else min(query_block_size, L_q)
+    n_k = min(block_size, L_k)
+    half = dtype in (torch.float16, torch.bfloat16)
+    itemsize = torch.float32.itemsize if half else dtype.itemsize
+    numbers = n_q * n_k + n_q * d_k + 2 * n_q * d_v + 8 * n_q + n_k * d_k
+    if half:
+        numbers += n_k * (d_k + d_v)
+    return numbers * slices * itemsize
 
 
 def log_slope(x: Sequence[float], y: Sequence[float]) -> float:
@@ -146,9 +175,8 @@ def matmul_flops(fn: Callable[[], object]) -> int:
     Each ``@``, ``matmul``, ``mm`` or ``bmm`` of matrices (or batches of them),
     (a × b) @ (b × c), counts 2·a·b·c FLOPs (a multiply and an add per multiply-add), times
     the batch, as ``torch.utils.flop_counter.FlopCounterMode`` counts them; like it, this
-    leaves out products with a vector (``torch.dot``, ``mv``: among them the sum of squares
-    with which attn_lib's input checks look for NaN) and element-wise work (exp, the
-    rescaling). Other functions (``F.linear``, ``einsum``, fused kernels) are not seen.
+    leaves out products with a vector (``torch.dot``, ``mv``), reductions (the norms with which
+    attn_lib's input checks look for NaN) and element-wise work (exp, the rescaling). Other functions (``F.linear``, ``einsum``, fused kernels) are not seen.
     FlopCounterMode sees everything but takes over a second to start.
 
     Source: torch.utils.flop_counter (the convention); torch.overrides.TorchFunctionMode.
@@ -170,12 +198,28 @@ def matmul_flops(fn: Callable[[], object]) -> int:
 
 
 @dataclass(frozen=True)
+class BlockState:
+    """The walk's row after the key block start..stop-1: the running max before (m_old) and
+    after (m), r = exp(m_old - m) (0 while m = -inf), the running sum l and output acc (d_v,),
+    and output = acc / l (zeros while no key is allowed)."""
+
+    start: int
+    stop: int
+    m_old: float
+    m: float
+    rescale: float
+    l: float
+    acc: torch.Tensor
+    output: torch.Tensor
+
+
+@dataclass(frozen=True)
 class OnlineSoftmaxWalk:
     """The walk example's query row through the online softmax, one key block at a time.
 
     Attributes: block_size; scores (16,), scaled, -inf at the padded keys 0 and 1; values
     (16, d_v); output (d_v,), from attn_lib.scaled_dot_product_attention; states, one
-    attn_lib.chunked.BlockState per key block (chunked_attention_trace: the library's own).
+    BlockState per key block, by attn_lib.chunked's own step.
     """
 
     block_size: int
@@ -185,11 +229,25 @@ class OnlineSoftmaxWalk:
     states: tuple[BlockState, ...]
 
 
+def _walk_states(scores: torch.Tensor, values: torch.Tensor, block_size: int) -> list[BlockState]:
+    """One row of scaled scores (L_k,), -inf where blocked, through online_softmax_step."""
+    m, l, acc = torch.full((1, 1), -math.inf), torch.zeros(1, 1), torch.zeros(1, values.shape[-1])
+    states = []
+    for k0 in range(0, len(scores), block_size):
+        k1, m_old = min(k0 + block_size, len(scores)), float(m)
+        m, l, acc = online_softmax_step(m, l, acc, scores[None, k0:k1].clone(), values[k0:k1])
+        seen = float(m) > -math.inf
+        states.append(BlockState(k0, k1, m_old, float(m), math.exp(m_old - float(m)) if seen
+                                 else 0.0, float(l), acc[0].clone(),
+                                 acc[0] / l[0] if seen else torch.zeros_like(acc[0])))  # fmt: skip
+    return states
+
+
 @lru_cache(maxsize=WALK_L)
 def online_softmax_walk(block_size: int) -> OnlineSoftmaxWalk:
     """The walk example (seed 10; d_k = 8, d_v = 4) in blocks of ``block_size`` keys (cached).
 
-    Source: attn_lib.chunked.chunked_attention_trace; Milakov & Gimelshein 2018.
+    Source: Milakov & Gimelshein 2018.
     """
     g = _generator(WALK_SEED)
     query = torch.randn(WALK_D_K, generator=g) * 1.5  # (d_k,); sharper, the max moves more
@@ -198,7 +256,7 @@ def online_softmax_walk(block_size: int) -> OnlineSoftmaxWalk:
     keep = torch.arange(WALK_L) >= WALK_PADDING  # (L_k,): left padding
     out, _ = scaled_dot_product_attention(query[None], keys, values, keep[None])  # (1, d_v)
     scores = (keys @ query / math.sqrt(WALK_D_K)).masked_fill(~keep, -math.inf)  # (L_k,)
-    states = chunked_attention_trace(query[None], keys, values, keep[None], block_size=block_size)
+    states = _walk_states(scores, values, block_size)
     return OnlineSoftmaxWalk(block_size, scores, values, out[0], tuple(states))
 
 
@@ -290,13 +348,14 @@ def _check_online_step(fn: Callable, *, verbose: bool = True) -> CheckResult:
     exp(score − m), acc (n_q, d_v) the running sum of exp(score − m)·v — and one key block:
     scores (n_q, n_k), scaled, -inf at blocked keys, and v_block (n_k, d_v); it returns
     (m_new, l_new, acc_new). Three cases: a rising max, a row whose first block is all
-    padding, a causal mask. The reference is attn_lib.chunked's step (the tests check it).
+    padding, a causal mask. The reference is attn_lib.chunked.online_softmax_step (the tests
+    check it).
 
     Returns:
         CheckResult; ``mistake`` is None, "not_written", "error", "bad_return", a key of
         _STEP_SLIPS, or "unknown".
 
-    Source: Milakov & Gimelshein 2018; attn_lib.chunked (module docstring).
+    Source: Milakov & Gimelshein 2018.
     """
     name, cases, got = _name_of(fn), _step_cases(), []
     for case in cases:

@@ -77,7 +77,7 @@ def plot_memory_vs_length(
 ) -> Figure:
     """Bytes each method of MEMORY_METHODS holds at once against L, log-log.
 
-    Source: attn_lib.chunked.peak_intermediate_bytes (the table's numbers).
+    Source: nb10_cost.peak_intermediate_bytes (the table's numbers).
     """
     series = {m: dict(zip(lengths, b, strict=True)) for m, b in table.items()}
     fig, ax = _against_length(series, min_length, "bytes held at once (log scale)",
@@ -117,7 +117,7 @@ class WalkView:
     """One step of the walk on two axes: the 16 scaled scores by key block with the running
     max, and the running output acc / l (bars) against the final output (black lines).
 
-    Source: attn_lib.chunked (the recurrence); notebook 10 of this series.
+    Source: Milakov & Gimelshein 2018 (the recurrence).
     """
 
     def __init__(self, ax_scores: Axes, ax_out: Axes, fontsize: float = 9) -> None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import attn_lib
-from attn_lib.chunked import _online_softmax_step
+from attn_lib.chunked import DEFAULT_BLOCK_SIZE, online_softmax_step
 from attn_lib.lessons import _checking, nb10_cost
 from attn_lib.lessons._checking import show_solution
 from attn_lib.lessons.nb10_cost import (
@@ -22,6 +22,7 @@ from attn_lib.lessons.nb10_cost import (
     largest_new_tensor,
     matmul_flops,
     online_softmax_walk,
+    peak_intermediate_bytes,
     time_attention,
     timing_table,
 )
@@ -84,6 +85,29 @@ def test_matmul_flops_counts_the_formulas_products_only():
         assert matmul_flops(lambda b=block: attn_lib.chunked_attention(q, k, v, block_size=b)) == want
 
 
+def test_peak_intermediate_bytes():
+    L, d = 8192, 64
+    naive = peak_intermediate_bytes(L, L, d, d, method="naive")
+    assert naive == 2 * L * L * 4  # scores and weights, float32
+    # The benchmark's P4 target at the default block size, against a single L × L matrix:
+    # (8192·128 scores + 8192·64 query + 2·8192·64 acc, p·V + 8·8192 row state + 128·64 key) · 4 B
+    assert DEFAULT_BLOCK_SIZE == 128
+    chunked = peak_intermediate_bytes(L, L, d, d)
+    assert chunked == 10_780_672 and chunked / (L * L * 4) < 0.05  # 10.3 MiB
+    # chunked: constant in L_k once L_k ≥ block; naive: linear in L_k
+    sizes = [peak_intermediate_bytes(64, L_k, 16, 16, block_size=32) for L_k in (32, 64, 4096)]
+    assert len(set(sizes)) == 1
+    naive_sizes = [peak_intermediate_bytes(64, L_k, 16, 16, block_size=32, method="naive")
+                   for L_k in (32, 64, 4096)]  # fmt: skip
+    assert naive_sizes == [naive_sizes[0] * n for n in (1, 2, 128)]
+    # batch dims multiply; float16 is accumulated in float32; query blocks shrink it further
+    assert peak_intermediate_bytes(64, 64, 16, 16, block_size=32, batch=(2, 3)) == 6 * sizes[0]
+    half = {m: peak_intermediate_bytes(64, 64, 16, 16, block_size=32, dtype=torch.float16,
+                                       method=m) for m in ("chunked", "naive")}  # fmt: skip
+    assert half["chunked"] > half["naive"]
+    assert peak_intermediate_bytes(L, L, d, d, query_block_size=1024) < chunked / 4
+
+
 # --- the walk ----------------------------------------------------------------------------------
 
 
@@ -99,6 +123,10 @@ def test_online_softmax_walk(block_size):
         assert not torch.isnan(s.acc).any() and not math.isnan(s.l)
         if s.m_old > -math.inf:
             assert s.rescale == pytest.approx(math.exp(s.m_old - s.m), rel=1e-6)
+        if s.m > -math.inf:  # the running max and sum of every key seen so far
+            seen = walk.scores[: s.stop]
+            assert s.m == seen.max().item()
+            assert s.l == pytest.approx(torch.exp(seen - s.m).sum().item(), rel=1e-6)
 
 
 def test_a_first_block_of_padding_is_guarded():
@@ -117,8 +145,8 @@ def test_the_checkers_recurrence_is_the_librarys():
             s.shape[0], v.shape[-1])  # fmt: skip
         scores = s.masked_fill(~keep, -math.inf)
         for i, k0 in enumerate(range(0, s.shape[-1], size)):
-            m, l, acc = _online_softmax_step(m, l, acc.clone(), scores[:, k0:k0 + size].clone(),
-                                             v[k0:k0 + size])[:3]  # fmt: skip
+            m, l, acc = online_softmax_step(m, l, acc.clone(), scores[:, k0:k0 + size].clone(),
+                                            v[k0:k0 + size])  # fmt: skip
             for x, y in zip(mine[3 * i:3 * i + 3], (m, l, acc), strict=True):
                 torch.testing.assert_close(x, y)
         weights = torch.softmax(scores, -1).nan_to_num(0.0)  # all-blocked rows: zeros
