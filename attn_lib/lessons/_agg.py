@@ -20,15 +20,30 @@ import math
 import struct
 import zlib
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import numpy as np
+from matplotlib import rcParams
+from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
-from matplotlib.font_manager import fontManager
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.ft2font import RenderMode
+from matplotlib.patches import Rectangle
 
 _SUBPIXEL = 4  # a string is placed to 1/4 px (FreeType would place it to 1/64 px)
 _CACHE_SIZE = 4096  # strings kept, least recently drawn dropped first
 _coverage_cache: OrderedDict[tuple, tuple[int, int, np.ndarray] | None] = OrderedDict()
+
+
+def _font_key(prop: FontProperties) -> tuple:
+    """What decides the glyphs of a string: the font properties, and the font lists that
+    generic family names ("sans-serif", "monospace") stand for."""
+    families = tuple(prop.get_family())
+    generic = tuple(tuple(rcParams.get(f"font.{f}", ())) for f in families)
+    return (families, generic, prop.get_style(), prop.get_variant(), prop.get_weight(),
+            prop.get_stretch(), prop.get_size_in_points(), prop.get_file())  # fmt: skip
 
 
 class TextCachingRenderer(RendererAgg):
@@ -43,9 +58,8 @@ class TextCachingRenderer(RendererAgg):
         ix, iy = math.floor(x), math.floor(up)
         fx, fy = round((x - ix) * _SUBPIXEL), round((up - iy) * _SUBPIXEL)
         flags, antialiased = get_hinting_flag(), gc.get_antialiased()
-        fonts = tuple(fontManager._find_fonts_by_props(prop))
-        key = (s, fonts, prop.get_size_in_points(), self.dpi, angle, antialiased, features,
-               language, fx, fy, flags)  # fmt: skip
+        key = (s, _font_key(prop), self.dpi, angle, antialiased, features, language, fx, fy,
+               flags)  # fmt: skip
         try:
             entry = _coverage_cache[key]
             _coverage_cache.move_to_end(key)
@@ -135,3 +149,60 @@ def encode_png(canvas: FigureCanvasAgg) -> bytes:
         + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
         + _chunk(b"IEND", b"")
     )
+
+
+def _batchable(artist: Artist) -> bool:
+    """A plain rectangle in data coordinates (a bar): one of a PolyCollection's polygons."""
+    return (
+        type(artist) is Rectangle
+        and artist.axes is not None
+        and artist.angle == 0
+        and not artist.get_hatch()
+        and artist.get_data_transform() == artist.axes.transData
+    )
+
+
+class BatchedDrawing:
+    """Draw artists in order, each run of consecutive bars of one axes as one PolyCollection.
+
+    A bar chart of n bars costs n patch draws (transforms, a graphics context and a path
+    each); one collection of n polygons costs one. The polygons take each bar's geometry,
+    colours, line width and style at draw time, so the bars stay the artists to update.
+    Used by ``_figures.BlitRenderer`` for the artists a dashboard redraws.
+    """
+
+    def __init__(self, fig: Figure, artists: Sequence[Artist]) -> None:
+        self.fig = fig
+        self.items: list[Artist | tuple[list[Rectangle], PolyCollection]] = []
+        for artist in artists:
+            last = self.items[-1] if self.items else None
+            if not _batchable(artist):
+                self.items.append(artist)
+            elif isinstance(last, tuple) and last[0][0].axes is artist.axes:
+                last[0].append(artist)
+            else:
+                polygons = PolyCollection([], transform=artist.axes.transData)
+                polygons.set(figure=fig, clip_path=artist.get_clip_path(), animated=True,
+                             clip_box=artist.get_clip_box())  # fmt: skip
+                polygons.axes = artist.axes
+                self.items.append(([artist], polygons))
+
+    def draw(self) -> None:
+        for item in self.items:
+            if not isinstance(item, tuple):
+                self.fig.draw_artist(item)
+                continue
+            bars = [bar for bar in item[0] if bar.get_visible()]
+            polygons = item[1]
+            x, y, w, h = (
+                np.array([(b.get_x(), b.get_y(), b.get_width(), b.get_height()) for b in bars])
+                .reshape(-1, 4)
+                .T
+            )
+            corners = [(x, y), (x + w, y), (x + w, y + h), (x, y + h)]
+            polygons.set_verts(np.stack([np.stack(c, axis=-1) for c in corners], axis=1))
+            polygons.set(facecolor=[b.get_facecolor() for b in bars],
+                         edgecolor=[b.get_edgecolor() for b in bars],
+                         linewidth=[0 if b.get_edgecolor()[3] == 0 else b.get_linewidth() for b in bars],
+                         linestyle=[b.get_linestyle() for b in bars])  # fmt: skip
+            self.fig.draw_artist(polygons)

@@ -35,7 +35,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
-from ._agg import TextCachingCanvas, encode_png
+from ._agg import BatchedDrawing, TextCachingCanvas, encode_png
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -561,6 +561,7 @@ class BlitRenderer:
         self.dynamic = list(dynamic)
         for artist in self.dynamic:
             artist.set_animated(True)
+        self._drawing = BatchedDrawing(fig, self.dynamic)  # bars in runs, as one collection
         self._backgrounds: dict[object, object] = {}
 
     def _paste_background(self, background_key: object) -> FigureCanvasAgg:
@@ -576,8 +577,7 @@ class BlitRenderer:
     def render(self, background_key: object = None) -> bytes:
         """PNG bytes of the figure as it is now; ``background_key`` names its static part."""
         canvas = self._paste_background(background_key)
-        for artist in self.dynamic:
-            self.fig.draw_artist(artist)
+        self._drawing.draw()
         return encode_png(canvas)
 
 

@@ -63,3 +63,29 @@ def test_a_toggle_marks_its_choice_and_fits_its_labels():
     assert toggle.icons == (OTHER_ICON, CHOSEN_ICON)
     assert toggle.layout.display == "flex"  # the label on the buttons' line
     assert int(toggle.style.button_width.removesuffix("px")) >= 16 * 7 + 40  # the long label
+
+
+def test_bars_drawn_as_one_collection_look_like_bars_drawn_one_by_one():
+    fig = Figure(figsize=(3.0, 2.0), dpi=80)
+    _agg.TextCachingCanvas(fig)
+    ax = fig.subplots()
+    bars = ax.bar(range(6), [0.2, -0.5, 0.9, 0.1, 0.0, 0.7], color="0.6", edgecolor="none")
+    outlines = ax.bar(range(6), [0.3, -0.4, 0.8, 0.2, 0.1, 0.6], fill=False, linestyle="--")
+    bars.patches[3].set_visible(False)
+    bars.patches[2].set_facecolor("tab:red")
+    ax.set_ylim(-1, 1)
+    dynamic = [*bars.patches, *outlines.patches, ax.title]
+    drawing = _agg.BatchedDrawing(fig, dynamic)
+    assert len(drawing.items) == 2  # the bars of both containers in one collection, the title
+    for artist in dynamic:
+        artist.set_animated(True)
+    fig.canvas.draw()
+    background = fig.canvas.copy_from_bbox(fig.bbox)
+    drawing.draw()
+    batched = np.asarray(fig.canvas.buffer_rgba()).copy()
+    fig.canvas.restore_region(background)
+    for artist in dynamic:
+        fig.draw_artist(artist)
+    one_by_one = np.asarray(fig.canvas.buffer_rgba())
+    differ = np.abs(batched.astype(int) - one_by_one).max(axis=-1)
+    assert (differ > 64).sum() == 0 and (differ > 0).mean() < 0.01
