@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from ..softmax import stable_softmax
 from ._dashboard import Dashboard, _temperature_slider
-from ._figures import _weight_color, freeze_layout, new_figure
+from ._figures import BlitRenderer, _weight_color, freeze_layout, new_figure
 from .nb00_start import CHECK_SCORES
 
 LABELS = tuple(f"key {j}\nscore {s:g}" for j, s in enumerate(CHECK_SCORES))
@@ -75,9 +75,15 @@ class WidgetCheckDashboard(Dashboard):
         self.view = _Bars(figure.subplots())
         self.render(temperature)
         freeze_layout(figure)  # lay out once: the labels keep their size
+        dynamic = [*self.view.bars, *self.view.texts, self.view.ax.title]
+        self._renderer = BlitRenderer(figure, dynamic)  # axes and ticks drawn once
         super().__init__({"temperature": slider}, figure)
         self.update()
 
     def render(self, temperature: float) -> None:
         self.weights = stable_softmax(self.scores / temperature)  # (L_k,)
         self.view.show(self.weights, f"softmax(scores / T), T = {temperature:g}")
+
+    def to_png(self) -> bytes:
+        """Redraw only the bars, their values and the title over the cached axes."""
+        return self._renderer.render()

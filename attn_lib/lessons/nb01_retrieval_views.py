@@ -121,7 +121,7 @@ class RetrievalDashboard(Dashboard):
             for name, q in zip(lesson.KEY_FEATURES, start, strict=True)
         }  # fmt: skip
         controls["temperature"] = _temperature_slider(TEMPERATURES, temperature, "temperature T")
-        figure = new_figure(figsize=(11.0, 3.8), dpi=dpi)
+        figure = new_figure(figsize=(10.5, 3.8), dpi=dpi)  # 840 px: the notebook's width
         self.view = RetrievalView(figure)
         self.render(temperature, **dict(zip(lesson.KEY_FEATURES, start.tolist(), strict=True)))
         freeze_layout(figure)

@@ -38,86 +38,153 @@ _LABEL = 4.8  # room above a stack for its name and shape
 _ROW = _LABEL + _RISE + 12 + 2.0  # one equation row
 _MARGIN = 7.0  # between the projections and the attention
 _SCALE = 0.075  # inches per unit
+_MONO_ADVANCE = 0.602  # DejaVu Sans Mono's advance, in em (matplotlib's monospace font)
 _LEGEND = ("Boxes drawn to scale (rows × columns of each matrix); stacked copies: one per "
            "batch element; hatched: learned, one matrix for the whole batch.")  # fmt: skip
 
 
-def _box(ax: Axes, x: float, y: float, step: str, rows: int, cols: int, B: int | None) -> float:
-    """One matrix, rows × cols units, top-left corner at (x, y); B stacked copies unless it is
-    learned (hatched: one for the batch). Returns its right edge."""
-    color = np.asarray(to_rgb(_COLORS[step]))
-    learned = step.startswith("W_")
-    n = 0 if learned or B is None else B - 1
-    for c in range(n, -1, -1):  # the back copy first
-        face = (0.80 + 0.20 * color) if c else (0.55 + 0.45 * color)
-        ax.add_patch(Rectangle((x + c * _COPY, y - c * _COPY), cols, rows, facecolor=face,
-                               edgecolor=color, linewidth=0.7 if c else 1.4,
-                               hatch="////" if learned else None))  # fmt: skip
-    shape = (rows, cols) if learned or B is None else (B, rows, cols)
-    ax.text(x, y - _RISE - 0.3, fmt_shape(shape), ha="left", va="bottom", fontsize=9, color="0.2")
-    ax.text(x, y - _RISE - 2.5, step, ha="left", va="bottom", fontsize=10, fontweight="bold")
-    return x + cols + n * _COPY
+class _Box:
+    """One matrix drawn to scale: up to LIMITS["B"] stacked copies (hatched and single if
+    learned), its name and its shape above; :meth:`show` resizes it."""
+
+    def __init__(self, ax: Axes, x: float, y: float, step: str) -> None:
+        self.x, self.y = x, y
+        color = np.asarray(to_rgb(_COLORS[step]))
+        learned = step.startswith("W_")
+        self.rects = [  # the back copy first
+            ax.add_patch(Rectangle((x + c * _COPY, y - c * _COPY), 1, 1,
+                                   facecolor=(0.80 + 0.20 * color) if c else (0.55 + 0.45 * color),
+                                   edgecolor=color, linewidth=0.7 if c else 1.4,
+                                   hatch="////" if learned else None))
+            for c in range(0 if learned else LIMITS["B"] - 1, -1, -1)
+        ]  # fmt: skip
+        self.shape = ax.text(x, y - _RISE - 0.3, "", ha="left", va="bottom", fontsize=10,
+                             color="0.2")  # fmt: skip
+        self.name = ax.text(x, y - _RISE - 2.8, step, ha="left", va="bottom", fontsize=10,
+                            fontweight="bold")  # fmt: skip
+
+    def show(self, step: str, rows: int, cols: int, B: int | None) -> float:
+        """Draw ``step`` as rows × cols, B copies; return its right edge."""
+        learned = len(self.rects) == 1
+        n = 0 if learned or B is None else B - 1
+        for c, rect in zip(range(len(self.rects) - 1, -1, -1), self.rects, strict=True):
+            rect.set(visible=c <= n, width=cols, height=rows)
+        self.shape.set_text(fmt_shape((rows, cols) if learned or B is None else (B, rows, cols)))
+        self.name.set_text(step)
+        return self.x + cols + n * _COPY
 
 
-def _equation(
-    ax: Axes, x: float, y: float, items: Sequence[tuple[str, int, int]], ops: str, B: int | None
-) -> None:
-    """Boxes (step, rows, cols) in fixed slots from x, joined by ops: "•", "=" or "→" (softmax)."""
-    for i, (step, rows, cols) in enumerate(items):
-        right = _box(ax, x, y, step, rows, cols, B)
-        if i == len(ops):
-            break
-        x += _SLOT + (_ARROW if ops[i] == "→" else _GAP)
-        mid_x, mid_y = (right + x) / 2, y + min(rows, items[i + 1][1]) / 2
-        if ops[i] == "→":
-            ax.annotate("", (mid_x + 2.6, mid_y), (mid_x - 2.6, mid_y),
-                        arrowprops={"arrowstyle": "->", "color": "0.1"})  # fmt: skip
-            ax.text(mid_x, mid_y - 0.8, "softmax", ha="center", va="bottom", fontsize=9)
-        else:
-            ax.text(mid_x, mid_y, ops[i], ha="center", va="center", fontsize=16 if ops[i] == "=" else 12)
+class _Equation:
+    """Boxes in fixed slots from (x, y), joined by ops "•", "=" or "→" (softmax), centred
+    between the boxes they join; :meth:`show` resizes them."""
+
+    def __init__(self, ax: Axes, x: float, y: float, steps: Sequence[str], ops: str) -> None:
+        self.ops, self.boxes, self.signs = ops, [], []
+        for i, step in enumerate(steps):
+            self.boxes.append(_Box(ax, x, y, step))
+            if i == len(ops):
+                break
+            x += _SLOT + (_ARROW if ops[i] == "→" else _GAP)
+            if ops[i] == "→":
+                self.arrow = ax.annotate(
+                    "", (0, 0), (0, 0), arrowprops={"arrowstyle": "->", "color": "0.1"}
+                )
+                self.signs.append(ax.text(0, 0, "softmax", ha="center", va="bottom", fontsize=10))
+            else:
+                self.signs.append(ax.text(0, 0, ops[i], ha="center", va="center",
+                                          fontsize=16 if ops[i] == "=" else 12))  # fmt: skip
+
+    def show(self, items: Sequence[tuple[str, int, int]], B: int | None) -> None:
+        """Show each box as (step, rows, cols) with B copies."""
+        rights = [box.show(*item, B) for box, item in zip(self.boxes, items, strict=True)]
+        for i, sign in enumerate(self.signs):
+            mid_x = (rights[i] + self.boxes[i + 1].x) / 2
+            mid_y = self.boxes[i].y + min(items[i][1], items[i + 1][1]) / 2
+            if self.ops[i] == "→":
+                self.arrow.xy, self.arrow.xyann = (mid_x + 2.6, mid_y), (mid_x - 2.6, mid_y)
+                sign.set_position((mid_x, mid_y - 0.8))
+            else:
+                sign.set_position((mid_x, mid_y))
 
 
-def _attention(ax: Axes, t: ShapeTable, x: float) -> float:
-    """Q · Kᵀ = scores → weights and weights · V = output from x; returns the right edge."""
-    _equation(ax, x, _LABEL + _RISE, [("Q", t.L_q, t.d_k), ("Kᵀ", t.d_k, t.L_k),
-              ("scores", t.L_q, t.L_k), ("weights", t.L_q, t.L_k)], "•=→", t.B)  # fmt: skip
-    _equation(ax, x, _LABEL + _RISE + _ROW, [("weights", t.L_q, t.L_k), ("V", t.L_k, t.d_v),
-              ("output", t.L_q, t.d_v)], "•=", t.B)  # fmt: skip
-    return x + 4 * _SLOT + 2 * _GAP + _ARROW
+class _Attention:
+    """Q · Kᵀ = scores → weights and weights · V = output, from x."""
+
+    def __init__(self, ax: Axes, x: float) -> None:
+        y = _LABEL + _RISE
+        self.rows = (_Equation(ax, x, y, ("Q", "Kᵀ", "scores", "weights"), "•=→"),
+                     _Equation(ax, x, y + _ROW, ("weights", "V", "output"), "•="))  # fmt: skip
+
+    def show(self, t: ShapeTable) -> None:
+        self.rows[0].show([("Q", t.L_q, t.d_k), ("Kᵀ", t.d_k, t.L_k), ("scores", t.L_q, t.L_k),
+                           ("weights", t.L_q, t.L_k)], t.B)  # fmt: skip
+        self.rows[1].show([("weights", t.L_q, t.L_k), ("V", t.L_k, t.d_v),
+                           ("output", t.L_q, t.d_v)], t.B)  # fmt: skip
 
 
-def draw_shapes(fig: Figure, t: ShapeTable) -> None:
-    """Draw the projections, the attention (boxes to scale) and the shape table on ``fig``.
+class ShapeView:
+    """The projections, the attention (boxes to scale) and the shape table, updatable.
 
-    The figure is cleared first, so a dashboard can redraw the same figure for every setting.
+    The figure is sized and laid out once (the slots are fixed; the boxes grow within them),
+    so an update only resizes boxes and rewrites texts.
+    """
+
+    def __init__(self, fig: Figure) -> None:
+        width = 3 * _SLOT + 2 * _GAP + _MARGIN + 4 * _SLOT + 2 * _GAP + _ARROW
+        height = 2 * _ROW + 32  # the third row: the projection of V, and the shape table
+        header = 1.0  # inches for the three title lines
+        fig.set_size_inches(width * _SCALE + 0.3, height * _SCALE + header)
+        fig.set_layout_engine("none")
+        ax = fig.add_axes((0.15 / fig.get_figwidth(), 0, width * _SCALE / fig.get_figwidth(),
+                           height * _SCALE / fig.get_figheight()))  # fmt: skip
+        ax.set_xlim(-0.5, width)
+        ax.set_ylim(height, -0.5)  # y grows downwards, like the rows of a matrix
+        ax.set_axis_off()
+        self.projections = [_Equation(ax, 0, _LABEL + _RISE + n * _ROW, ("x", f"W_{out}", out),
+                                      "•=") for n, out in enumerate("QKV")]  # fmt: skip
+        x_attention = 3 * _SLOT + 2 * _GAP + _MARGIN
+        self.attention = _Attention(ax, x_attention)
+        # The shape table in two texts: each step, how it is computed and its shape (these
+        # change with the mode only), then the sizes. An update redraws the lines that changed;
+        # the others come from the text cache. (Both columns have parentheses on the same
+        # lines, so their lines are spaced alike.)
+        self.table = [ax.text(x_attention, 2 * _ROW + 1.0, "", ha="left", va="top",
+                              family="monospace", fontsize=10) for _ in range(2)]  # fmt: skip
+        self.titles = [fig.text(0.01, 1 - y / fig.get_figheight(), "", va="center", fontsize=size)
+                       for y, size in ((0.22, 13), (0.5, 10), (0.75, 10))]  # fmt: skip
+        self.titles[2].set_text(_LEGEND)
+
+    def update(self, t: ShapeTable) -> None:
+        source = "context" if t.mode == "cross" else "x"
+        for out, equation, (L, d_out) in zip("QKV", self.projections, ((t.L_q, t.d_k),
+                                             (t.L_k, t.d_k), (t.L_k, t.d_v)), strict=True):  # fmt: skip
+            first = "x" if out == "Q" else source
+            equation.show([(first, L, t.d_model), (f"W_{out}", t.d_model, d_out),
+                           (out, L, d_out)], t.B)  # fmt: skip
+        self.attention.show(t)
+        lines = str(t).split("\n")
+        start = lines[0].index("sizes")  # the last column of str(ShapeTable)
+        left, right = self.table
+        left.set_text("\n".join(line[:start].rstrip() for line in lines))
+        right.set_text("\n".join(line[start:] for line in lines))
+        right.set_x(left.get_position()[0] + start * _MONO_ADVANCE * 10 / 72 / _SCALE)
+        self.titles[0].set_text(
+            "Self-attention: x supplies the queries, the keys and the values"
+            if t.mode == "self"
+            else "Cross-attention: x supplies the queries, the context the keys and the values"
+        )
+        self.titles[1].set_text(t.title)
+
+
+def draw_shapes(fig: Figure, t: ShapeTable) -> ShapeView:
+    """Draw the projections, the attention (boxes to scale) and the shape table on ``fig``
+    (an empty figure); returns the view, for updates.
 
     Source: article section 2.3 (write down the shape of every intermediate result).
     """
-    fig.clear()
-    source = "context" if t.mode == "cross" else "x"
-    width = 3 * _SLOT + 2 * _GAP + _MARGIN + 4 * _SLOT + 2 * _GAP + _ARROW
-    height = 2 * _ROW + 28  # the third row: the projection of V, and the shape table
-    header = 1.0  # inches for the three title lines
-    fig.set_size_inches(width * _SCALE + 0.3, height * _SCALE + header)
-    fig.set_layout_engine("none")
-    ax = fig.add_axes((0.15 / fig.get_figwidth(), 0, width * _SCALE / fig.get_figwidth(),
-                       height * _SCALE / fig.get_figheight()))  # fmt: skip
-    ax.set_xlim(-0.5, width)
-    ax.set_ylim(height, -0.5)  # y grows downwards, like the rows of a matrix
-    ax.set_axis_off()
-    for n, (out, L, d_out) in enumerate((("Q", t.L_q, t.d_k), ("K", t.L_k, t.d_k),
-                                         ("V", t.L_k, t.d_v))):  # fmt: skip
-        first = "x" if out == "Q" else source
-        _equation(ax, 0, _LABEL + _RISE + n * _ROW, [(first, L, t.d_model),
-                  (f"W_{out}", t.d_model, d_out), (out, L, d_out)], "•=", t.B)  # fmt: skip
-    x_attention = 3 * _SLOT + 2 * _GAP + _MARGIN
-    _attention(ax, t, x_attention)
-    ax.text(x_attention, 2 * _ROW + 1.0, str(t), ha="left", va="top", family="monospace",
-            fontsize=8)  # fmt: skip
-    title = ("Self-attention: x supplies the queries, the keys and the values" if t.mode == "self"
-             else "Cross-attention: x supplies the queries, the context the keys and the values")
-    for y, text, size in ((0.22, title, 13), (0.5, t.title, 10), (0.75, _LEGEND, 9.5)):
-        fig.text(0.01, 1 - y / fig.get_figheight(), text, va="center", fontsize=size)
+    view = ShapeView(fig)
+    view.update(t)
+    return view
 
 
 @_closes_figures_on_error
@@ -140,7 +207,7 @@ def plot_shape_gallery(tables: Sequence[ShapeTable], *, suptitle: str) -> Figure
         ax.set_ylim(height, -0.5)
         ax.set_axis_off()
         ax.set_title(t.title.replace(": ", ":\n", 1), loc="left", fontsize=10)
-        _attention(ax, t, 0)
+        _Attention(ax, 0).show(t)
     fig.suptitle(suptitle, x=0.01, ha="left", y=1 - 0.15 / fig.get_figheight(), fontsize=13)
     return fig
 
@@ -149,8 +216,8 @@ class ShapeDashboard(Dashboard):
     """Every shape of softmax(Q Kᵀ / √d_k) V, drawn to scale, for sizes the reader picks.
 
     Controls: the sizes within :data:`LIMITS` (L_k only in cross-attention) and ``mode``.
-    Every change calls :func:`nb04_shapes.shape_table` (kept as ``result``) and redraws
-    :func:`draw_shapes`. Source: article section 2.3; Vaswani et al. 2017, eq. (1).
+    Every change calls :func:`nb04_shapes.shape_table` (kept as ``result``) and updates a
+    :class:`ShapeView` (``view``). Source: article section 2.3; Vaswani et al. 2017, eq. (1).
     """
 
     plain_text = (
@@ -171,12 +238,13 @@ class ShapeDashboard(Dashboard):
             options=[("self-attention", "self"), ("cross-attention", "cross")], value="self",
             description="mode", style={"description_width": "45px"},
         )  # fmt: skip
-        super().__init__(controls, new_figure(dpi=dpi))
-        self._wrap_controls()
+        figure = new_figure(dpi=dpi)
+        self.view = ShapeView(figure)
+        super().__init__(controls, figure)
         self.update()
 
     def render(self, mode: str, **sizes: int) -> None:
-        """Compute the table with the pure function and redraw the figure."""
+        """Compute the table with the pure function and update the figure."""
         self.controls["L_k"].disabled = mode == "self"  # self-attention: L_k = L_q
         self.result: ShapeTable = shape_table(**sizes, mode=mode)
-        draw_shapes(self.figure, self.result)
+        self.view.update(self.result)

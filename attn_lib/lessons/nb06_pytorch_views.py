@@ -47,7 +47,7 @@ def verdict(result: ConventionResult, name: str) -> str:
     never called agreement; only the other rows are compared."""
     w = result.weights[name]
     if name == "attn_lib":
-        return "gets the keep-mask as intended\n "
+        return "gets the intended keep-mask\n "
     n_nan, L = result.nan_rows[name], w.shape[0]
     if n_nan == L:
         return f"NaN in all {L} rows\n "
@@ -86,8 +86,8 @@ class ConventionView:
             Patch(facecolor=MASKED_COLOR, edgecolor="0.4", label=_MASK_LEGEND),
             Patch(facecolor=NAN_FACE, edgecolor="0.4", label="pale red = NaN: no weights at all"),
             Patch(facecolor=_PASSED_BLOCKED, edgecolor="0.4",
-                  label="left: dark = read as blocked by the function it is passed to"),
-        ], loc="outside lower center", ncols=3, frameon=False, fontsize=9)  # fmt: skip
+                  label="left panel: dark = read as blocked by the function it is passed to"),
+        ], loc="outside lower center", ncols=2, frameon=False, fontsize=9)  # fmt: skip
         self.suptitle = fig.suptitle("", fontsize=12)
         titles = {ax.title for ax in self.axes}  # cell labels lie inside their axes: the
         for artist in self.dynamic_artists[:-1]:  # layout need not measure them (it is faster)
@@ -105,6 +105,7 @@ class ConventionView:
     def update(self, result: ConventionResult) -> None:
         """Show one setting of :func:`nb06_pytorch.convention_setting`."""
         L, blocked = self.L, result.passed_blocked.numpy()
+        keys = [label.replace(" (", "\n(") for label in result.key_labels]  # "2\n(pad)": fits
         rgba = np.ones((L, L, 4))
         rgba[blocked] = _PASSED_BLOCKED
         self.mask_image.set_data(rgba)
@@ -112,27 +113,27 @@ class ConventionView:
             self.mask_texts[i][j].set(text=result.passed_text[i][j],
                                       color="white" if blocked[i, j] else "black")  # fmt: skip
         self.message.set_text("" if any(any(row) for row in result.passed_text) else "no mask")
-        head, _, tail = result.passed_name.partition(" (")
-        self.axes[0].set_title(f"mask as passed\n{head}\n{'(' + tail if tail else ' '}")
+        self.axes[0].set_title("mask as passed\n(its values in the cells)\n ")
         for name, art in self.heatmaps.items():
             w = result.weights[name].numpy()
-            update_attention_heatmap(art, w, result.keep.numpy(), key_labels=result.key_labels)
+            update_attention_heatmap(art, w, result.keep.numpy(), key_labels=keys)
             overlay = np.asarray(art.overlay.get_array()).copy()
             overlay[np.isnan(w)] = NAN_FACE
             art.overlay.set_data(overlay)
             for i, j in zip(*np.nonzero(np.isnan(w)), strict=True):
                 art.texts[i][j].set(text="NaN", color="darkred", fontsize=10)
             art.ax.set_title(f"{_TITLES[name]}\n{verdict(result, name)}")
-        self.axes[0].set_xticks(range(L), list(result.key_labels))
+        self.axes[0].set_xticks(range(L), keys)
         how, b = MASK_CONVENTIONS[result.convention], result.batch_index
-        self.suptitle.set_text(f"mask: {result.mask} · passed as: {how} · sequence {b}")
+        self.suptitle.set_text(f"mask: {result.mask} · passed as: {how} · sequence {b}\n"
+                               f"left: {result.passed_name}")  # fmt: skip
 
 
 @_closes_figures_on_error
-def plot_convention_gallery(results: Sequence[ConventionResult], width: float = 13.0) -> Figure:
+def plot_convention_gallery(results: Sequence[ConventionResult], width: float = 10.5) -> Figure:
     """Settings of :func:`nb06_pytorch.convention_setting`, one row of four panels each (a
     pyplot figure: end the cell with ``plt.show()``)."""
-    fig = plt.figure(figsize=(width, 4.3 * len(results)), layout="constrained")
+    fig = plt.figure(figsize=(width, 4.6 * len(results)), layout="constrained")
     rows = fig.subfigures(len(results), 1, hspace=0.04) if len(results) > 1 else [fig]
     for row, result in zip(rows, results, strict=True):
         ConventionView(row).update(result)
@@ -163,7 +164,7 @@ class MaskConventionDashboard(Dashboard):
             "mask": _toggle_buttons(CONVENTION_MASK_CHOICES, mask, "mask", "118px"),
             "sequence": _toggle_buttons([("0", 0), ("1", 1)], sequence, "sequence", "48px"),
         }  # fmt: skip
-        figure = new_figure(figsize=(13.0, 4.3), dpi=dpi)
+        figure = new_figure(figsize=(10.5, 4.6), dpi=dpi)  # 840 px: the notebook's width
         self.view = ConventionView(figure)
         self.view.update(self.result)
         freeze_layout(figure)  # every title has three lines, so the layout never changes

@@ -322,12 +322,12 @@ class RunOverviewView:
                  threshold: float, baseline: float) -> None:  # fmt: skip
         self.fig = fig
         ax_loss, ax_w = fig.subplots(1, 2, width_ratios=[1.25, 1.0])
-        _loss_axis(ax_loss, threshold, baseline)
-        # Reference lines and labels are redrawn over the curves (so a blitted update equals
-        # a full redraw), and the band lies above the grid.
-        self.reference_lines, self.reference_texts = list(ax_loss.lines), list(ax_loss.texts)
-        for line in self.reference_lines:
-            line.set_zorder(2.5)
+        _loss_axis(ax_loss, threshold, baseline, labels=False)  # named in the legend instead
+        # Reference lines are redrawn over the curves (so a blitted update equals a full
+        # redraw), and the band lies above the grid.
+        self.reference_lines = list(ax_loss.lines)
+        for line, name in zip(self.reference_lines, ("uniform weights", "threshold"), strict=True):
+            line.set(zorder=2.5, label=name)
         ax_loss.set_xlim(0, steps - 1)
         ax_loss.set_xlabel("optimizer step")
         ax_loss.set_ylabel("loss (log scale)")
@@ -341,7 +341,9 @@ class RunOverviewView:
             (self.lines[s],) = ax_loss.plot(self.t, np.full(steps, _LOSS_YLIM[0]),
                                             color=style["color"], linestyle=style["linestyle"],
                                             label=style["label"])  # fmt: skip
-        self.legend = ax_loss.legend(loc="lower right", fontsize=8, frameon=True)
+        # Below the panels: no legend or label covers a curve.
+        self.legend = fig.legend(handles=[*self.lines.values(), *self.reference_lines],
+                                 loc="outside lower center", ncols=5, frameon=False)  # fmt: skip
         self.loss_title = ax_loss.set_title("")
         self.ax_loss = ax_loss
         # No numbers in the cells: trained weights are 0 or 1 almost everywhere.
@@ -358,7 +360,7 @@ class RunOverviewView:
         """What ``update`` changes, in drawing order, and what must stay on top of it."""
         return [
             self.band, *self.lines.values(), *self.reference_lines,
-            *self.ax_loss.spines.values(), *self.reference_texts, self.loss_title, self.legend,
+            *self.ax_loss.spines.values(), self.loss_title,
             self.heatmap.image, *self.heatmap.ax.spines.values(), self.heatmap.ax.title,
             self.suptitle,
         ]  # fmt: skip

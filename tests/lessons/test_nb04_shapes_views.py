@@ -14,6 +14,8 @@ from helpers import (
 from attn_lib.lessons import _figures
 from attn_lib.lessons.nb04_shapes import shape_table
 from attn_lib.lessons.nb04_shapes_views import (
+    _MONO_ADVANCE,
+    _SCALE,
     LIMITS,
     ShapeDashboard,
     plot_shape_gallery,
@@ -24,10 +26,18 @@ pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
 def drawn(fig) -> tuple[set[tuple[float, float]], str]:
-    """(rows, cols) of every box drawn, and the shape table's text, in a draw_shapes figure."""
+    """(rows, cols) of every box drawn, and the shape table's text as drawn (its two columns
+    of text put back together, line by line), in a draw_shapes figure."""
     ax = fig.axes[0]
-    boxes = {(p.get_height(), p.get_width()) for p in ax.patches}
-    return boxes, next(t.get_text() for t in ax.texts if t.get_text().startswith("step"))
+    boxes = {(p.get_height(), p.get_width()) for p in ax.patches if p.get_visible()}
+    left, right = sorted(
+        (t for t in ax.texts if "monospace" in t.get_fontfamily()), key=lambda t: t.get_position()
+    )
+    column = round(
+        (right.get_position()[0] - left.get_position()[0]) / (_MONO_ADVANCE * 10 / 72 / _SCALE)
+    )
+    lines = zip(left.get_text().split("\n"), right.get_text().split("\n"), strict=True)
+    return boxes, "\n".join(a.ljust(column) + b for a, b in lines)
 
 
 def assert_draws(fig, table) -> None:
