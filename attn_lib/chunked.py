@@ -18,7 +18,7 @@ import math
 import torch
 
 from .core import compute_dtype
-from .shapes import QKVShapes, check_attention, check_scores_finite, check_size
+from .shapes import check_attention, check_scores_finite, check_size
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "chunked_attention", "online_softmax_step"]
 
@@ -51,17 +51,9 @@ def online_softmax_step(
     return m_new, l, acc
 
 
-def _check_inputs(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    mask: torch.Tensor | None,
-    scale: float | None,
-    block_size: int,
-    query_block_size: int | None,
-) -> tuple[QKVShapes, torch.Tensor | None, float, int, int]:
-    """All of chunked attention's checks; returns the sizes, the keep-mask as bool (or None),
-    the scale, and the keys and queries per block."""
+def _check_inputs(query, key, value, mask, scale, block_size, query_block_size):
+    """All of chunked_attention's checks; returns the sizes (QKVShapes), the keep-mask as bool
+    (or None), the scale, and the keys and queries per block."""
     shapes, keep, scale = check_attention(query, key, value, mask, scale)
     n_k = check_size("block_size", block_size)
     n_q = (

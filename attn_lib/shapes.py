@@ -1,8 +1,9 @@
 """The input checks of attn_lib, and their errors written for the learner.
 
 Each error names the argument, what it got, what was expected and the usual fix, instead of a
-traceback from inside torch or a silent wrong number. Every top-level function calls these
-checks; notebook 02 (section 3), 07 (section 5) and 08 show their messages.
+traceback from inside torch or a silent wrong number. Every top-level function and diagnose()
+call these checks; notebooks 02 (section 3) and 07 (section 5) show their messages, notebooks
+00 (section 4) and 04 use shape_trace.
 
 Shape legend: B batch, H heads, L_q query length, L_k key length, d_model, d_k, d_v.
 """
