@@ -13,8 +13,8 @@ nn.MultiheadAttention key_padding True = padding (blocked), (B, L_k)
 F.scaled_dot_product_attention    True = takes part (float: added)
 ================================  =====================================
 
-Used by notebooks 05-08 and 10 (padding and causal masks; notebook 06 section 5 and notebook
-07 for the converters).
+Used by notebooks 01 and 05-08 (padding and causal masks), 06 sections 5 and 7 (the
+converters), 07 (combine_masks) and 10 (through keep_from_lengths).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Two references: ``nn.MultiheadAttention`` with ``num_heads=1`` (its ``in_proj_we
 W_Q, W_K, W_V; its ``out_proj`` is a further Linear(E, E) that the article's module does not
 have), and ``torch.nn.functional.scaled_dot_product_attention`` (a fused kernel).
 
-Used by notebook 06 (Checking against PyTorch), sections 2-6.
+Used by notebook 06 (Checking against PyTorch), sections 1, 3 and 6.
 """
 
 from __future__ import annotations
