@@ -17,8 +17,8 @@ import math
 
 import torch
 
-from .core import compute_dtype
-from .shapes import check_attention, check_scores_finite, check_size
+from .attention import compute_dtype
+from .checks import check_attention, check_scores_finite, check_size
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "chunked_attention", "online_softmax_step"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import shapes
+from . import checks
 from .mistakes import FILLS, MISTAKES, Inputs, find, sizes_of
 
 __all__ = ["CODES", "LEVELS", "Diagnosis", "Finding", "diagnose"]
@@ -146,14 +146,14 @@ def _check_qkv(found: _Findings, query: Any, key: Any, value: Any) -> dict | Non
     """Types, dtypes and shapes by check_qkv's own rules; the sizes when the shapes fit."""
     qkv = (query, key, value)
     if bad := [(n, t) for n, t in zip(("query", "key", "value"), qkv) if not torch.is_tensor(t)]:
-        return found.add("not_tensor", _error(shapes.check_float_tensor, *bad[0]))
+        return found.add("not_tensor", _error(checks.check_float_tensor, *bad[0]))
     # The dtype rules on stand-ins of the right dtypes, the shape rules on float32 ones.
-    if err := _error(shapes.check_qkv, *(torch.empty(1, 1, dtype=t.dtype, device="meta")
+    if err := _error(checks.check_qkv, *(torch.empty(1, 1, dtype=t.dtype, device="meta")
                                          for t in qkv), finite=False):  # fmt: skip
         found.add("dtype", err)
     try:
-        s = shapes.check_qkv(*(torch.empty(t.shape, device="meta") for t in qkv), finite=False)
-    except shapes.ShapeError as err:
+        s = checks.check_qkv(*(torch.empty(t.shape, device="meta") for t in qkv), finite=False)
+    except checks.ShapeError as err:
         code, _, hint = _shape_code(query, key, value).partition(": ")
         return found.add(code, f"{err} {hint}".strip())
     sizes = sizes_of(s)
@@ -201,7 +201,7 @@ def _off_scale(found: _Findings, what: str, s: float, default: float) -> None:
 def _read_mask(found: _Findings, mask: Any) -> tuple[torch.Tensor | None, bool]:
     """The mask as a bool keep-mask on the CPU (None if unreadable), and whether additive."""
     if not isinstance(mask, torch.Tensor):
-        found.add("mask_type", f"{_error(shapes.as_keep_mask, mask)} Build it with a comparison "
+        found.add("mask_type", f"{_error(checks.as_keep_mask, mask)} Build it with a comparison "
                   f"or attn_lib.padding_mask / causal_mask.")  # fmt: skip
         return None, False
     if mask.device.type == "meta":
@@ -210,9 +210,9 @@ def _read_mask(found: _Findings, mask: Any) -> tuple[torch.Tensor | None, bool]:
     if not m.is_floating_point():
         if m.dtype != torch.bool and not m.is_complex():
             m = m.to(torch.int64)  # not every integer dtype has the kernels the check uses
-        err = _error(shapes.as_keep_mask, m)
+        err = _error(checks.as_keep_mask, m)
         return (found.add("mask_values", err), False) if err else (m.bool(), False)
-    refused, m = _error(shapes.as_keep_mask, m), m.double()
+    refused, m = _error(checks.as_keep_mask, m), m.double()
     if n_nan := int(m.isnan().sum()):
         found.add("mask_nan", f"mask ({mask.dtype}) holds {n_nan} NaN of {m.numel()}: added to "
                   f"the scores (PyTorch's float convention) NaN makes its rows NaN; read as a "
@@ -231,9 +231,9 @@ def _read_mask(found: _Findings, mask: Any) -> tuple[torch.Tensor | None, bool]:
 
 def _check_mask(found: _Findings, keep: torch.Tensor, scores: tuple) -> torch.Tensor | None:
     """The mask by check_mask's rules, then its content; the mask broadcast to the scores."""
-    if err := _error(shapes.check_mask, torch.ones_like(keep), scores):  # the shape rules
+    if err := _error(checks.check_mask, torch.ones_like(keep), scores):  # the shape rules
         return found.add("mask_shape", err)
-    if err := _error(shapes.check_mask, keep, scores):
+    if err := _error(checks.check_mask, keep, scores):
         return found.add("mask_all_blocked", err)
     B, L_q, L_k = scores[0], scores[-2], scores[-1]
     padding_like = keep.dim() == 2 and bool((keep[:, 1:].int() <= keep[:, :-1].int()).all())
@@ -327,7 +327,7 @@ def _check_weights(found: _Findings, weights: Any, w: torch.Tensor | None, score
                    full: torch.Tensor | None, inputs: Inputs | None, tol: float) -> None:  # fmt: skip
     """The learner's weights (w: float64 on the CPU): shape, what they equal, sign and rows."""
     if not isinstance(weights, torch.Tensor) or not weights.is_floating_point():
-        return found.add("weights_type", _error(shapes.check_float_tensor, "weights", weights))
+        return found.add("weights_type", _error(checks.check_float_tensor, "weights", weights))
     if w is None:
         return None  # on the meta device: reported by not_checked
     if scores is not None and w.shape != scores or w.dim() < 2:
@@ -387,11 +387,11 @@ def diagnose(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         if n != "mask" and t.is_floating_point() and t.device.type != "meta"
     }  # fmt: skip
     for n in values.keys() - {"weights"}:
-        if err := _error(shapes.check_finite, n, values[n]):
+        if err := _error(checks.check_finite, n, values[n]):
             found.add("nonfinite", err)
-    if scale is not None and (err := _error(shapes.check_scale, scale)):
+    if scale is not None and (err := _error(checks.check_scale, scale)):
         found.add("scale_invalid", f"attn_lib refuses this scale: {err} Checked with 1/√d_k.")
-    s = None if scale is None or found.has("scale_invalid") else shapes.check_scale(scale)
+    s = None if scale is None or found.has("scale_invalid") else checks.check_scale(scale)
     keep, additive = (None, False) if mask is None else _read_mask(found, mask)
     if sizes is None or found.has("empty"):
         if weights is not None:

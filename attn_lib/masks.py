@@ -24,7 +24,7 @@ from typing import Literal
 
 import torch
 
-from .shapes import (
+from .checks import (
     MaskError,
     ShapeError,
     as_int,

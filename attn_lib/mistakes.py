@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from .core import scaled_dot_product_attention
-from .shapes import QKVShapes, as_keep_mask, check_qkv
+from .attention import scaled_dot_product_attention
+from .checks import QKVShapes, as_keep_mask, check_qkv
 
 __all__ = ["FILLS", "MISTAKES", "Inputs", "Mistake", "find", "sizes_of"]
 

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .shapes import check_float_dtype, check_size
+from .checks import check_float_dtype, check_size
 
 __all__ = ["sinusoidal_positional_encoding"]
 

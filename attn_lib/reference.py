@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .core import SingleHeadAttention, scaled_dot_product_attention
+from .attention import SingleHeadAttention, scaled_dot_product_attention
 from .masks import to_key_padding_mask, to_multihead_attn_mask
-from .shapes import MaskError, ShapeError, check_attention, check_device, check_mask, fmt_shape
+from .checks import MaskError, ShapeError, check_attention, check_device, check_mask, fmt_shape
 
 __all__ = [
     "AlignmentReport",

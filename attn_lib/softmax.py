@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .shapes import ShapeError, check_float_tensor, fmt_shape
+from .checks import ShapeError, check_float_tensor, fmt_shape
 
 __all__ = ["entropy", "naive_softmax", "softmax_jacobian", "stable_softmax"]
 

@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from attn_lib.chunked import chunked_attention
-from attn_lib.core import scaled_dot_product_attention
+from attn_lib.attention import scaled_dot_product_attention
 from attn_lib.lessons.nb10_cost import peak_intermediate_bytes
 from attn_lib.masks import causal_mask, combine_masks, padding_mask
 
@@ -86,31 +86,34 @@ BLOCKS = [1, 3, 16, 1000]  # 1, uneven, around L_k, larger than L_k
 # --- equal to the reference ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("block_size", BLOCKS)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"rank{len(s[0]) + 2}-{s[1]}x{s[2]}")
 @pytest.mark.parametrize("kind", MASKS)
-def test_equals_reference(kind, shape, block_size, dtype):
-    batch, L_q, L_k, d_k, d_v = shape
-    q, k, v = make_qkv(batch, L_q, L_k, d_k, d_v, dtype)
-    mask = build_mask(kind, batch, L_q, L_k)
-    out = chunked_attention(q, k, v, mask, block_size=block_size)
-    assert isinstance(out, torch.Tensor) and out.dtype == dtype
-    assert out.shape == (*batch, L_q, d_v)
-    torch.testing.assert_close(out, reference(q, k, v, mask))
+def test_equals_reference(kind):
+    # Every mask kind on every shape with every kind of block; float32 and float64 alternate
+    # over the blocks (the dtype does not change the blocking).
+    for batch, L_q, L_k, d_k, d_v in SHAPES:
+        for i, block_size in enumerate(BLOCKS):
+            dtype = (torch.float64, torch.float32)[i % 2]
+            q, k, v = make_qkv(batch, L_q, L_k, d_k, d_v, dtype)
+            mask = build_mask(kind, batch, L_q, L_k)
+            out = chunked_attention(q, k, v, mask, block_size=block_size)
+            assert isinstance(out, torch.Tensor) and out.dtype == dtype
+            assert out.shape == (*batch, L_q, d_v)
+            where = f"{L_q}x{L_k}, block {block_size}"
+            expected = reference(q, k, v, mask)
+            torch.testing.assert_close(out, expected, msg=lambda m, where=where: f"{where}: {m}")
 
 
-@pytest.mark.parametrize("query_block_size", [None, 1, 4, 100])
-@pytest.mark.parametrize("scale", [None, 0.3, 2])
 @pytest.mark.parametrize("kind", ["none", "combined", "fully_masked_rows"])
-def test_scale_and_query_blocks(kind, scale, query_block_size):
+def test_scale_and_query_blocks(kind):
     batch, L_q, L_k = (2, 3), 9, 17
     q, k, v = make_qkv(batch, L_q, L_k, 8, 4, torch.float32, seed=3)
     mask = build_mask(kind, batch, L_q, L_k)
-    out = chunked_attention(
-        q, k, v, mask, scale=scale, block_size=5, query_block_size=query_block_size
-    )
-    torch.testing.assert_close(out, reference(q, k, v, mask, scale=scale))
+    # query blocks of 1, uneven, equal to L_q and larger; scales default, < 1 and > 1
+    for scale, query_block_size in ((None, None), (0.3, 1), (2, 4), (None, 9), (0.3, 100)):
+        out = chunked_attention(
+            q, k, v, mask, scale=scale, block_size=5, query_block_size=query_block_size
+        )
+        torch.testing.assert_close(out, reference(q, k, v, mask, scale=scale))
 
 
 def test_fully_masked_rows_are_zero_and_never_nan():
@@ -148,19 +151,23 @@ HALF_TOL = {
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("block_size", [1, 5, 64])
-@pytest.mark.parametrize("kind", ["none", "padding", "combined", "fully_masked_rows"])
-def test_half_precision(kind, block_size, dtype):
+def test_half_precision(dtype):
     batch, L_q, L_k = (2, 2), 7, 21
     q, k, v = make_qkv(batch, L_q, L_k, 8, 6, dtype, seed=7)
-    mask = build_mask(kind, batch, L_q, L_k)
-    out = chunked_attention(q, k, v, mask, block_size=block_size)
-    assert out.dtype == dtype and not torch.isnan(out).any()
-    # Accumulated in float32 and rounded once: within rounding of the exact (float64) result.
-    exact = reference(q.double(), k.double(), v.double(), mask).to(dtype)
-    torch.testing.assert_close(out, exact)
-    # The reference computed in the half dtype itself rounds the weights too: looser.
-    torch.testing.assert_close(out, reference(q, k, v, mask), **HALF_TOL[dtype])
+    for kind, block_size in (
+        ("none", 1),
+        ("padding", 5),
+        ("combined", 64),
+        ("fully_masked_rows", 5),
+    ):
+        mask = build_mask(kind, batch, L_q, L_k)
+        out = chunked_attention(q, k, v, mask, block_size=block_size)
+        assert out.dtype == dtype and not torch.isnan(out).any()
+        # Accumulated in float32 and rounded once: within rounding of the exact (float64) result.
+        exact = reference(q.double(), k.double(), v.double(), mask).to(dtype)
+        torch.testing.assert_close(out, exact)
+        # The reference computed in the half dtype itself rounds the weights too: looser.
+        torch.testing.assert_close(out, reference(q, k, v, mask), **HALF_TOL[dtype])
 
 
 def test_empty_query_and_noncontiguous_inputs():
@@ -209,12 +216,12 @@ BAD = {
 }
 
 
-@pytest.mark.parametrize("case", list(BAD))
-def test_bad_input_raises_like_the_reference(case):
-    q, k, v, mask, kw = BAD[case]
-    expected = raised(lambda: scaled_dot_product_attention(q, k, v, mask, **kw))
-    assert expected is not None, f"the reference accepted {case}"
-    assert raised(lambda: chunked_attention(q, k, v, mask, block_size=3, **kw)) == expected
+def test_bad_input_raises_like_the_reference():
+    for case, (q, k, v, mask, kw) in BAD.items():
+        expected = raised(partial(scaled_dot_product_attention, q, k, v, mask, **kw))
+        assert expected is not None, f"the reference accepted {case}"
+        got = raised(partial(chunked_attention, q, k, v, mask, block_size=3, **kw))
+        assert got == expected, case
 
 
 BAD_BLOCKS = [
@@ -227,15 +234,14 @@ BAD_BLOCKS = [
 ]
 
 
-@pytest.mark.parametrize(
-    "name, value, error",
-    [("block_size", *case) for case in [*BAD_BLOCKS, (None, TypeError)]]
-    + [("query_block_size", *case) for case in BAD_BLOCKS],
-)
-def test_bad_block_size(name, value, error):
+def test_bad_block_size():
     q, k, v = make_qkv((), 4, 4, 8, 8, torch.float32)
-    with pytest.raises(error, match=name):
-        chunked_attention(q, k, v, **{name: value})
+    for value, error in [*BAD_BLOCKS, (None, TypeError)]:
+        with pytest.raises(error, match="block_size"):
+            chunked_attention(q, k, v, block_size=value)
+    for value, error in BAD_BLOCKS:
+        with pytest.raises(error, match="query_block_size"):
+            chunked_attention(q, k, v, query_block_size=value)
 
 
 # --- memory: nothing grows with L_k -------------------------------------------------------------
@@ -295,14 +301,18 @@ def measure(fn):
     return tracker, out.untyped_storage().nbytes()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("kind", ["none", "padding", "causal"])
+@pytest.mark.parametrize(
+    "kind, dtype",
+    [("none", torch.float32), ("padding", torch.float32), ("causal", torch.float16)],
+    ids=["none-float32", "padding-float32", "causal-float16"],
+)
 def test_no_intermediate_grows_with_L_k(kind, dtype):
     batch, L_q, d_k, d_v, block = (2, 3), 32, 16, 8, 32
+    L_long = 1024
     slices = math.prod(batch)
     acc_itemsize = 4 if dtype == torch.float16 else dtype.itemsize
     results = {}
-    for L_k in (64, 4096):
+    for L_k in (64, L_long):
         q, k, v = make_qkv(batch, L_q, L_k, d_k, d_v, dtype)
         mask = build_mask(kind, batch, L_q, L_k)
         if mask is not None:
@@ -318,17 +328,17 @@ def test_no_intermediate_grows_with_L_k(kind, dtype):
         )
         assert 0 < held <= model, (L_k, held, model)
         results[L_k] = (tracker.largest, held)
-    assert results[64] == results[4096]  # 64× more keys, not one byte more
+    assert results[64] == results[L_long]  # 16× more keys, not one byte more
 
     # The tracker does see the L_q × L_k matrices when they are made: the reference's. The
     # model's "naive" is the article's path, scores and weights both held; attn_lib without
     # autograd writes the weights over the scores and holds one of the two.
     tracker, _ = measure(lambda: reference(q, k, v, mask))
-    assert tracker.largest >= slices * L_q * 4096 * dtype.itemsize
+    assert tracker.largest >= slices * L_q * L_long * dtype.itemsize
     naive = peak_intermediate_bytes(
-        L_q, 4096, d_k, d_v, block_size=block, batch=batch, dtype=dtype, method="naive"
+        L_q, L_long, d_k, d_v, block_size=block, batch=batch, dtype=dtype, method="naive"
     )
-    matrix = slices * L_q * 4096  # numbers in one L_q × L_k matrix
+    matrix = slices * L_q * L_long  # numbers in one L_q × L_k matrix
     if dtype == torch.float32:  # one float32 matrix, not the article's two
         assert matrix * 4 <= tracker.peak < naive == 2 * matrix * 4
     else:  # float32 scores (weights written over them), then the float16 weights returned

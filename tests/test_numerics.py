@@ -99,7 +99,7 @@ def test_one_non_finite_element_is_found_in_every_dtype_and_layout(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_finite_check_bounds_the_norm_of_every_row(dtype):
-    from attn_lib.shapes import check_finite
+    from attn_lib.checks import check_finite
 
     g = torch.Generator().manual_seed(0)
     for layout, magnitude in itertools.product(sorted(LAYOUTS), (1e-30, 1e-3, 1.0, 1e3)):
@@ -126,7 +126,7 @@ def test_squares_that_underflow_still_bound_the_scores():
 def test_finite_check_of_half_precision_makes_no_float32_copy(dtype):
     from torch.profiler import ProfilerActivity, profile
 
-    from attn_lib.shapes import check_finite
+    from attn_lib.checks import check_finite
 
     t = torch.randn(4, 256, 64).to(dtype)  # 128 KiB; a float32 copy would be 256 KiB
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -138,7 +138,7 @@ def test_finite_check_of_half_precision_makes_no_float32_copy(dtype):
 def test_squares_that_overflow_are_not_mistaken_for_inf_and_scores_are_checked_exactly():
     # 1e20² overflows float32, so the norm of the query is inf; no element is inf, and the
     # scores (1e20 · 1e-20 = 1) are finite, so the exact check lets the call through.
-    from attn_lib.shapes import check_finite
+    from attn_lib.checks import check_finite
 
     q = torch.full((1, 2, 3), 1e20)
     k = torch.full((1, 4, 3), 1e-20)

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from ..core import scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
 from ..mistakes import FILLS, MISTAKES, Mistake, find
 
 _ATTEMPTED: set[str] = set()

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core import SingleHeadAttention
+from ..attention import SingleHeadAttention
 from ..masks import causal_mask, padding_mask
-from ..shapes import ShapeError, check_size
+from ..checks import ShapeError, check_size
 
 ARTICLE_SEED = 42
 ARTICLE_BATCH = 2

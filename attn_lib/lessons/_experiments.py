@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..core import SingleHeadAttention
+from ..attention import SingleHeadAttention
 from ..masks import causal_mask, combine_masks, padding_mask
-from ..shapes import ShapeError, check_size
+from ..checks import ShapeError, check_size
 
 
 def _dims(name: str, values: Sequence[int]) -> list[int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ..shapes import shape_trace
+from ..checks import shape_trace
 from ._checking import (
     CheckResult,
     _as_shape_tuple,

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..core import SingleHeadAttention
+from ..attention import SingleHeadAttention
 from ..positional import sinusoidal_positional_encoding
 from ._checking import (
     _SEED,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..shapes import fmt_shape, shape_trace
+from ..checks import fmt_shape, shape_trace
 from ._checking import (
     CheckResult,
     _as_shape_tuple,

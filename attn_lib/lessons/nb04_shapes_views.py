@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..shapes import fmt_shape
+from ..checks import fmt_shape
 from ._dashboard import Dashboard
 from ._figures import _closes_figures_on_error, new_figure
 from .nb04_shapes import ShapeTable, shape_table

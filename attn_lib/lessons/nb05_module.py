@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ..core import scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
 from ..mistakes import find
 from ._checking import (

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import masks
-from ..core import SingleHeadAttention, scaled_dot_product_attention
+from ..attention import SingleHeadAttention, scaled_dot_product_attention
 from . import _examples as article
 from ._checking import (
     _SEED,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core import scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
 from ._checking import (
     _SEED,

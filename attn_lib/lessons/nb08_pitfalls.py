@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core import scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
 from ..softmax import naive_softmax, stable_softmax
 from ._checking import (
     _SEED,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..core import scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
 from ..softmax import entropy
 from ._checking import (
     _SEED,

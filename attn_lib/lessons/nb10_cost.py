@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from ..chunked import DEFAULT_BLOCK_SIZE, online_softmax_step
-from ..core import scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
 from ._checking import (
     CheckResult,

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core import SingleHeadAttention, scaled_dot_product_attention
+from ..attention import SingleHeadAttention, scaled_dot_product_attention
 from ..masks import causal_mask
 from ..softmax import naive_softmax, softmax_jacobian, stable_softmax
 from ._checking import attempted, mark_attempted

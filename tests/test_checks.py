@@ -1,4 +1,4 @@
-"""The shared checks of attn_lib.shapes: sizes, dtypes and devices (one home for each rule)."""
+"""The shared checks of attn_lib.checks: sizes, dtypes and devices (one home for each rule)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attn_lib import MaskError, ShapeError, shape_trace
-from attn_lib.shapes import as_int, check_device, check_float_dtype, check_mask, check_size
+from attn_lib.checks import as_int, check_device, check_float_dtype, check_mask, check_size
 
 # --- check_size / as_int -----------------------------------------------------------------------
 
@@ -119,7 +119,7 @@ def test_shape_trace_accepts_integer_sizes_and_refuses_floats():
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.uint64])
 def test_unsigned_integer_masks_are_read_as_keep_masks(dtype):
-    from attn_lib.shapes import as_keep_mask
+    from attn_lib.checks import as_keep_mask
 
     mask = torch.tensor([[1, 0], [1, 1]]).to(dtype)
     assert torch.equal(as_keep_mask(mask), torch.tensor([[True, False], [True, True]]))

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .shapes import (
+from .checks import (
     ShapeError,
     check_attention,
     check_device,
