@@ -16,6 +16,7 @@ Used by every notebook with a dashboard (00–10); the temperature slider by not
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Iterator, Mapping
@@ -45,6 +46,10 @@ def _toggle_buttons(
 # icon a fixed width, so the labels do not move when the choice changes.
 CHOSEN_ICON, OTHER_ICON = "check-circle fa-fw", "circle-o fa-fw"
 _ICON_PX = 22  # the icon (1.25 em of the 13 px widget font) and its margin
+# New icons make the page rebuild a toggle's buttons, which delayed the new picture by about
+# 40 ms in the browser test: they follow once the controls have been still this long
+# (JupyterLab shows the clicked button as chosen at once, by its own shading).
+_MARK_DELAY_S = 0.3
 _CHAR_PX, _PADDING_PX = 7.5, 20  # a wide sans-serif at 13 px (DejaVu Sans: 7.3 px a character)
 
 
@@ -63,13 +68,14 @@ def _style_toggle(toggle: widgets.ToggleButtons) -> None:
     width = max(_CHAR_PX * longest + _PADDING_PX, float(asked[:-2]) if asked.endswith("px") else 0)
     toggle.style.button_width = f"{width + _ICON_PX:.0f}px"
 
-    def mark(change: dict | None = None) -> None:
-        toggle.icons = [
-            CHOSEN_ICON if i == toggle.index else OTHER_ICON for i in range(len(toggle.options))
-        ]
+    _mark_choice(toggle)
 
-    mark()
-    toggle.observe(mark, names="index")
+
+def _mark_choice(toggle: widgets.ToggleButtons) -> None:
+    """The chosen button's icon ticked, the others' empty (no message if nothing changes)."""
+    toggle.icons = [
+        CHOSEN_ICON if i == toggle.index else OTHER_ICON for i in range(len(toggle.options))
+    ]
 
 
 def _selection_slider(
@@ -132,6 +138,7 @@ class Dashboard:
         )
         self.last_error: Exception | None = None
         self.closed = False
+        self._marker: asyncio.TimerHandle | None = None  # a pending update of toggle icons
         self._holding = False  # True inside set(): control changes wait for one update
         for control in self.controls.values():
             if hasattr(control, "continuous_update"):
@@ -243,6 +250,7 @@ class Dashboard:
     def _on_change(self, change: dict) -> None:
         if self._holding:  # inside set(): it redraws once, at the end
             return
+        self._mark_choices_soon()
         # An exception escaping a widget callback would be printed into the notebook by
         # the kernel; show it in the status line instead, and keep it for tests.
         try:
@@ -253,6 +261,25 @@ class Dashboard:
         else:
             self.last_error = None
             self.status.value = ""
+
+    def _mark_choices_soon(self) -> None:
+        """Update the toggles' icons after _MARK_DELAY_S of stillness when a kernel's event
+        loop runs (a live notebook), at once otherwise (tests, scripts)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._mark_choices()
+            return
+        if self._marker is not None:
+            self._marker.cancel()
+        self._marker = loop.call_later(_MARK_DELAY_S, self._mark_choices)
+
+    def _mark_choices(self) -> None:
+        self._marker = None
+        if not self.closed:
+            for control in self.controls.values():
+                if isinstance(control, widgets.ToggleButtons):
+                    _mark_choice(control)
 
     def close(self) -> None:
         """Stop reacting to the controls, close the widgets and release the figure."""

@@ -65,7 +65,7 @@ def _d_k_axis(ax: Axes) -> None:
 
 def _reference_lines(ax: Axes, stat: str, L: int) -> None:
     """Dotted lines for the uniform and the one-hot row, where the statistic has them."""
-    at = {"transform": ax.get_yaxis_transform(), "fontsize": 8, "ha": "left", "color": "0.3"}
+    at = {"transform": ax.get_yaxis_transform(), "fontsize": 9, "ha": "left", "color": "0.3"}
     if stat == "median_max_weight":
         for y, text, va in ((1.0, "one-hot", "bottom"), (1 / L, f"uniform: 1/{L}", "top")):
             ax.axhline(y, color="0.35", linestyle=":", linewidth=1)
@@ -164,9 +164,9 @@ class SaturationView:
     def __init__(self, fig: Figure, curves: Mapping[str, SaturationCurve]) -> None:
         self.L = L = next(iter(curves.values())).L
         fig.set_layout_engine("none")
-        top = fig.add_gridspec(1, 3, left=0.06, right=0.9, top=0.905, bottom=0.6, wspace=0.3)
-        bottom = fig.add_gridspec(1, 3, left=0.06, right=0.985, top=0.475, bottom=0.155,
-                                  wspace=0.3)  # fmt: skip
+        top = fig.add_gridspec(1, 3, left=0.085, right=0.9, top=0.84, bottom=0.6, wspace=0.35)
+        bottom = fig.add_gridspec(1, 3, left=0.085, right=0.985, top=0.47, bottom=0.155,
+                                  wspace=0.35)  # fmt: skip
         ax_s, ax_w, ax_j = (fig.add_subplot(top[0, i]) for i in range(3))
         self.score_bars = _bar_axes(ax_s, L, "score s_j (symmetric log scale)")
         ax_s.set_yscale("symlog", linthresh=1.0)
@@ -221,10 +221,10 @@ class SaturationView:
                 bar.set_color(style["color"])
         self.jacobian.set_data(row.jacobian.numpy())
         top = row.scores.topk(2).values.tolist()
-        self.titles[0].set_text(f"scores the softmax sees: top − second = {top[0] - top[1]:.2f}")
-        self.titles[1].set_text(f"weights: max {row.max_weight:.2f}, "
+        self.titles[0].set_text(f"scores the softmax sees\ntop − second = {top[0] - top[1]:.2f}")
+        self.titles[1].set_text(f"weights: max {row.max_weight:.2f}\n"
                                 f"entropy {row.entropy:.2f} nats")  # fmt: skip
-        self.titles[2].set_text(f"Jacobian: ‖J‖_F = {row.jacobian_norm:.1e}, "
+        self.titles[2].set_text(f"Jacobian: ‖J‖_F = {row.jacobian_norm:.1e}\n"
                                 f"‖∂L/∂q‖ = {row.grad_norm:.1e}")  # fmt: skip
         i = SATURATION_D_KS.index(row.d_k)
         for stat in self.PANELS:
@@ -283,7 +283,7 @@ class SaturationDashboard(Dashboard):
             "temperature": _temperature_slider(SATURATION_TEMPERATURES, temperature,
                                                "temperature"),
         }  # fmt: skip
-        figure = new_figure(figsize=(12.0, 7.0), dpi=dpi)
+        figure = new_figure(figsize=(10.5, 6.6), dpi=dpi)  # 840 px: the notebook's width
         self.view = SaturationView(figure, curves_at(temperature))
         self.render(d_k, scaling, temperature)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)

@@ -150,7 +150,7 @@ def _panel_title(head: str, result: MaskSetting, b: int) -> str:
 
 def plot_mask_setting(result: MaskSetting) -> Figure:
     """One mask-dashboard setting, as the dashboard draws it (end the cell with plt.show())."""
-    fig = plt.figure(figsize=(11.0, 4.6), layout="constrained")
+    fig = plt.figure(figsize=(10.5, 4.6), layout="constrained")
     MaskPanels(fig, len(result.lengths), MASK_DEMO_L).show(result)
     return fig
 
@@ -197,7 +197,7 @@ class MaskDashboard(Dashboard):
                                      layout=widgets.Layout(width="380px")),
             "dtype": _toggle_buttons(MASK_DTYPES, "float32", "dtype", "80px"),
         }  # fmt: skip
-        figure = new_figure(figsize=(11.0, 4.6), dpi=dpi)
+        figure = new_figure(figsize=(10.5, 4.6), dpi=dpi)  # 840 px: the notebook's width
         self.view = MaskPanels(figure, 3, MASK_DEMO_L, annotate=False)
         self.result = mask_setting()
         self.view.show(self.result)

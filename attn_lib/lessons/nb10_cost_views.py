@@ -182,7 +182,7 @@ def _walk_figure(fig: Figure) -> WalkView:
     view = WalkView(ax_scores, ax_out, fontsize=10)
     ax_scores.set_ylabel("scaled score q·k_j / √d_k")
     ax_out.set_ylabel("running output")
-    fig.legend(handles=_HANDLES, loc="outside lower center", ncol=len(_HANDLES), fontsize=8)
+    fig.legend(handles=_HANDLES, loc="outside lower center", ncol=len(_HANDLES), fontsize=10)
     return view
 
 

@@ -1,6 +1,7 @@
 """How dashboards render: text from the coverage cache, PNG in one pass, toggles that show
 their choice and keep their label beside them."""
 
+import asyncio
 import io
 
 import ipywidgets as widgets
@@ -10,7 +11,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from attn_lib.lessons import _agg
-from attn_lib.lessons._dashboard import CHOSEN_ICON, OTHER_ICON, _style_toggle
+from attn_lib.lessons._dashboard import _MARK_DELAY_S, CHOSEN_ICON, OTHER_ICON, Dashboard
+from attn_lib.lessons._figures import new_figure
 
 
 def _figure(canvas_class: type) -> Figure:
@@ -54,15 +56,38 @@ def test_encode_png_is_the_canvas_in_rgb():
     assert (np.asarray(image).astype(int) == pixels).all()
 
 
+class _ToggleDashboard(Dashboard):
+    def render(self, mode: int) -> None:
+        self.figure.suptitle(str(mode))
+
+
 def test_a_toggle_marks_its_choice_and_fits_its_labels():
     toggle = widgets.ToggleButtons(options=[("off", 0), ("fully masked row", 1)], value=0)
     toggle.style.button_width = "64px"
-    _style_toggle(toggle)
+    dash = _ToggleDashboard({"mode": toggle}, new_figure((2.0, 1.0)))
     assert toggle.icons == (CHOSEN_ICON, OTHER_ICON)
-    toggle.value = 1
+    toggle.value = 1  # no event loop runs here: the icons follow at once
     assert toggle.icons == (OTHER_ICON, CHOSEN_ICON)
     assert toggle.layout.display == "flex"  # the label on the buttons' line
     assert int(toggle.style.button_width.removesuffix("px")) >= 16 * 7 + 40  # the long label
+    dash.close()
+
+
+def test_in_a_running_event_loop_the_icons_follow_once_the_controls_are_still():
+    toggle = widgets.ToggleButtons(options=["a", "b", "c"], value="a")
+    dash = _ToggleDashboard({"mode": toggle}, new_figure((2.0, 1.0)))
+
+    async def click_twice() -> tuple:
+        toggle.value = "b"
+        toggle.value = "c"
+        right_after = toggle.icons
+        await asyncio.sleep(_MARK_DELAY_S + 0.1)
+        return right_after, toggle.icons
+
+    right_after, later = asyncio.run(click_twice())
+    assert right_after == (CHOSEN_ICON, OTHER_ICON, OTHER_ICON)  # the picture first
+    assert later == (OTHER_ICON, OTHER_ICON, CHOSEN_ICON)
+    dash.close()
 
 
 def test_bars_drawn_as_one_collection_look_like_bars_drawn_one_by_one():
