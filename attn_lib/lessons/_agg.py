@@ -192,8 +192,11 @@ class BatchedDrawing:
             if not isinstance(item, tuple):
                 self.fig.draw_artist(item)
                 continue
-            bars = [bar for bar in item[0] if bar.get_visible()]
-            polygons = item[1]
+            bars, polygons = [bar for bar in item[0] if bar.get_visible()], item[1]
+            if any(bar.get_hatch() for bar in bars):  # hatched since (a NaN bar): one by one
+                for bar in bars:
+                    self.fig.draw_artist(bar)
+                continue
             x, y, w, h = (
                 np.array([(b.get_x(), b.get_y(), b.get_width(), b.get_height()) for b in bars])
                 .reshape(-1, 4)

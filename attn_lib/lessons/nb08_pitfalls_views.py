@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.patches import Patch, Rectangle
@@ -21,6 +22,7 @@ from ._dashboard import Dashboard, _toggle_buttons
 from ._figures import (
     NAN_EDGE,
     NAN_FACE,
+    BlitRenderer,
     WeightsRowSumsView,
     freeze_layout,
     new_figure,
@@ -63,6 +65,12 @@ class OverflowPanel:
             bar.set_height(w)
         self.ax.set_title(result.title.replace(": ", ":\n", 1), fontsize=10)
 
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """What :meth:`update` changes, in drawing order (the spines stay over the bars)."""
+        return [*self.naive.patches, *self.stable.patches, *self.ax.spines.values(),
+                *self.nan_texts, self.ax.title]  # fmt: skip
+
 
 def _overflow_legend(fig: Figure) -> None:
     handles = [
@@ -101,6 +109,13 @@ class DropoutView(WeightsRowSumsView):
             for i in range(L)
             for j in range(L)
         ]
+
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """The heatmap's and the row sums' changing artists, the dropped cells' outlines drawn
+        over the weights and under the numbers, as a full draw orders them."""
+        artists = super().dynamic_artists
+        return [*artists[:2], *self.outlines, *artists[2:]]
 
     def update(self, setting: lesson.DropoutSetting) -> None:
         """Show a setting: weights and dropped (L, L), row_sums (L,), title."""
@@ -144,6 +159,7 @@ class SoftmaxOverflowDashboard(Dashboard):
         _overflow_legend(figure)
         self.panel.update(lesson.softmax_overflow(largest, dtype))
         freeze_layout(figure)  # the two-line title keeps its size: one layout pass is enough
+        self._renderer = BlitRenderer(figure, self.panel.dynamic_artists)  # axes drawn once
         super().__init__(controls, figure)
         self._wrap_controls()
         self.update()
@@ -152,6 +168,10 @@ class SoftmaxOverflowDashboard(Dashboard):
         """Compute the setting and show it."""
         self.result = lesson.softmax_overflow(largest, dtype)
         self.panel.update(self.result)
+
+    def to_png(self) -> bytes:
+        """Redraw only the bars, the NaN labels and the title over the cached axes."""
+        return self._renderer.render()
 
 
 class DropoutDashboard(Dashboard):
@@ -175,6 +195,7 @@ class DropoutDashboard(Dashboard):
         self.view = DropoutView(figure)
         self.view.update(lesson.dropout_setting(p, placement, training))
         freeze_layout(figure)  # the labels keep their size: one layout pass is enough
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)  # axes drawn once
         super().__init__(controls, figure)
         self._wrap_controls()
         self.update()
@@ -183,3 +204,7 @@ class DropoutDashboard(Dashboard):
         """Compute the setting and show it."""
         self.result = lesson.dropout_setting(p, placement, training)
         self.view.update(self.result)
+
+    def to_png(self) -> bytes:
+        """Redraw only the weights, the outlines, the row sums and the title."""
+        return self._renderer.render()

@@ -9,6 +9,7 @@ from helpers import (
     assert_no_nan,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
+    blit_mismatch,
     open_dashboard,
 )
 
@@ -67,3 +68,11 @@ def test_overflow_dashboard_shows_each_setting(overflow_dash):
         assert_png_fits_figure(overflow_dash)
         failures.append(expected.failure)
     assert failures == ["none", "nan", "sum overflow", "nan"]
+
+
+def test_blitted_images_equal_full_redraws(dropout_dash, overflow_dash):
+    """Each dashboard redraws only its changing artists: the image is a full redraw's."""
+    dropout_dash.set(p=0.5, placement="before softmax")
+    assert blit_mismatch(dropout_dash) < 1e-3
+    overflow_dash.set(dtype="float16", largest=100.0)  # hatched NaN bars, drawn one by one
+    assert blit_mismatch(overflow_dash, overflow_dash.panel.dynamic_artists) < 1e-3
