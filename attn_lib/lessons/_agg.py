@@ -28,7 +28,7 @@ from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
+from matplotlib.font_manager import FontProperties, fontManager, get_font
 from matplotlib.ft2font import RenderMode
 from matplotlib.patches import Rectangle
 
@@ -46,8 +46,34 @@ def _font_key(prop: FontProperties) -> tuple:
             prop.get_stretch(), prop.get_size_in_points(), prop.get_file())  # fmt: skip
 
 
+_height_metrics: dict[tuple, tuple[float | None, float | None, float | None]] = {}
+
+
+def _font_height_metrics(prop: FontProperties, dpi: float) -> tuple:
+    """(ascent, descent, line gap) in pixels from the font's OS/2 or hhea table, as
+    matplotlib's ``Text._get_layout`` reads them, or Nones if the font has neither."""
+    font = get_font(fontManager._find_fonts_by_props(prop))
+    for table_name, gap, ascent, descent in (
+        ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
+        ("hhea", "lineGap", "ascent", "descent"),
+    ):
+        table = font.get_sfnt_table(table_name)
+        if table is not None:
+            scale = prop.get_size_in_points() * dpi / 72 / font.get_sfnt_table("head")["unitsPerEm"]
+            return table[ascent] * scale, -table[descent] * scale, table[gap] * scale
+    return None, None, None
+
+
 class TextCachingRenderer(RendererAgg):
     """Agg's renderer, drawing plain (non-math) text from cached glyph coverage."""
+
+    def _get_font_height_metrics(self, prop: FontProperties) -> tuple:
+        """The font's vertical metrics, which ``Text._get_layout`` asks the renderer for
+        (when it has this method) before reading them from the font on every draw."""
+        key = (_font_key(prop), self.dpi)
+        if key not in _height_metrics:
+            _height_metrics[key] = _font_height_metrics(prop, self.dpi)
+        return _height_metrics[key]
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
         if ismath:

@@ -114,3 +114,14 @@ def test_bars_drawn_as_one_collection_look_like_bars_drawn_one_by_one():
     one_by_one = np.asarray(fig.canvas.buffer_rgba())
     differ = np.abs(batched.astype(int) - one_by_one).max(axis=-1)
     assert (differ > 64).sum() == 0 and (differ > 0).mean() < 0.01
+
+
+def test_text_is_laid_out_as_agg_lays_it_out():
+    """The renderer hands matplotlib the fonts' vertical metrics from a cache: same boxes."""
+    boxes = []
+    for canvas_class in (FigureCanvasAgg, _agg.TextCachingCanvas):
+        fig = _figure(canvas_class)
+        text = fig.text(0.1, 0.5, "two lines\nof (text)", fontsize=11, linespacing=1.4)
+        fig.canvas.draw()
+        boxes.append(text.get_window_extent().bounds)
+    assert boxes[0] == boxes[1]
