@@ -35,6 +35,8 @@ from matplotlib.patches import Rectangle
 _SUBPIXEL = 4  # a string is placed to 1/4 px (FreeType would place it to 1/64 px)
 _CACHE_SIZE = 4096  # strings kept, least recently drawn dropped first
 _coverage_cache: OrderedDict[tuple, tuple[int, int, np.ndarray] | None] = OrderedDict()
+_GLYPH_CACHE_SIZE = 20000  # glyphs kept (font, size, place to 1/4 px): cleared when full
+_glyph_cache: dict[tuple, tuple[int, int, np.ndarray]] = {}
 
 
 def _font_key(prop: FontProperties) -> tuple:
@@ -116,19 +118,27 @@ class TextCachingRenderer(RendererAgg):
         cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
         matrix = (0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int)
         mode = RenderMode.NORMAL if antialiased else RenderMode.MONO
-        glyphs = []
-        for item in items:
-            item.ft_object.set_size(prop.get_size_in_points(), self.dpi)
-            dx, dy = item.x, item.y
-            item.ft_object._set_transform(
-                matrix,
-                [round(0x40 * (offset[0] + dx * cos - dy * sin)),
-                 round(0x40 * (offset[1] + dx * sin + dy * cos))],
-            )  # fmt: skip
-            bitmap = item.ft_object._render_glyph(item.glyph_index, flags, mode)
-            buffer = np.array(bitmap.buffer, dtype=np.uint16) * (1 if antialiased else 0xFF)
+        size, glyphs = prop.get_size_in_points(), []
+        for item in items:  # each glyph placed to 1/4 px, and rendered once per such place
+            x = offset[0] + item.x * cos - item.y * sin
+            y = offset[1] + item.x * sin + item.y * cos
+            ix, iy = math.floor(x), math.floor(y)
+            fx, fy = round((x - ix) * _SUBPIXEL), round((y - iy) * _SUBPIXEL)
+            key = (item.ft_object.fname, size, self.dpi, item.glyph_index, angle, fx, fy, flags,
+                   antialiased)  # fmt: skip
+            if key not in _glyph_cache:
+                item.ft_object.set_size(size, self.dpi)
+                item.ft_object._set_transform(
+                    matrix, [round(0x40 * fx / _SUBPIXEL), round(0x40 * fy / _SUBPIXEL)]
+                )
+                bitmap = item.ft_object._render_glyph(item.glyph_index, flags, mode)
+                buffer = np.array(bitmap.buffer, dtype=np.uint16) * (1 if antialiased else 0xFF)
+                if len(_glyph_cache) > _GLYPH_CACHE_SIZE:
+                    _glyph_cache.clear()
+                _glyph_cache[key] = (bitmap.left, bitmap.top, buffer)
+            g_left, g_top, buffer = _glyph_cache[key]
             if buffer.size:
-                glyphs.append((bitmap.left, bitmap.top, buffer))
+                glyphs.append((ix + g_left, iy + g_top, buffer))
         if not glyphs:
             return None
         left = min(g[0] for g in glyphs)

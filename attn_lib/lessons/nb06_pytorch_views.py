@@ -169,6 +169,11 @@ class MaskConventionDashboard(Dashboard):
         self.view.update(self.result)
         freeze_layout(figure)  # every title has three lines, so the layout never changes
         self._renderer, self._pngs = BlitRenderer(figure, self.view.dynamic_artists), {}
+        # The static part has two forms, with "(pad)" key labels and without: draw the other
+        # one now (and that setting's PNG), so that no first move pays a full redraw.
+        padded = mask in ("padding", "fully masked row")
+        self.render(convention, "causal" if padded else "padding", sequence)
+        self.to_png()
         super().__init__(controls, figure)
         self._wrap_controls()
         self.update()
