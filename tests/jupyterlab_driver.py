@@ -23,13 +23,13 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psutil
+from jupyter_client import BlockingKernelClient
 
 try:
     from playwright.sync_api import Error as PlaywrightError  # TimeoutError is a subclass
@@ -37,7 +37,7 @@ except ImportError:  # the browser tests skip (or fail, with REQUIRE_BROWSER=1) 
     PlaywrightError = RuntimeError
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Locator, Page, Request
+    from playwright.sync_api import Locator, Page
 
 # Debian's Chromium, driven by Playwright's Python package without its own browser download.
 CHROMIUM_ARGS = [
@@ -184,6 +184,34 @@ class LabServer:
         """An authenticated URL for ``path`` ("lab/tree/notebooks/x.ipynb", "api/status")."""
         params = [f"{k}={v}" if v else k for k, v in query.items()] + [f"token={self.token}"]
         return f"{self.base_url}/{path}?{'&'.join(params)}"
+
+    def start_kernel(self, notebook: str) -> BlockingKernelClient:
+        """Start the notebook's kernel now (a session, as JupyterLab would make on opening it),
+        and return a client connected to it (stop its channels when done).
+
+        Code the client executes runs while the page loads; the page then opens the notebook
+        on this kernel (JupyterLab reuses the session of a path), once the kernel is idle.
+        """
+        request = urllib.request.Request(
+            self.url("api/sessions"),
+            data=json.dumps(
+                {
+                    "path": notebook,
+                    "type": "notebook",
+                    "name": notebook,
+                    "kernel": {"name": "python3"},
+                }
+            ).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            kernel_id = json.loads(response.read())["kernel"]["id"]
+        connection = Path(self.env["JUPYTER_RUNTIME_DIR"], f"kernel-{kernel_id}.json")
+        client = BlockingKernelClient(connection_file=str(connection))
+        client.load_connection_file()
+        client.start_channels()
+        return client
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -361,21 +389,25 @@ def _wait_until_up(server: LabServer, timeout: float) -> bool:
 STDERR_MIME = "application/vnd.jupyter.stderr"  # JupyterLab renders stderr and errors with it
 
 # Resolves once the notebook in `panel` has finished a "Run All Cells": the toolbar's execution
-# indicator is idle and says "Executed N cells" (no "x/N": that is the busy form), or an error
-# output has appeared (a failing cell stops the run, and the indicator then says no count).
+# indicator is idle and every code cell shows an execution count ("[12]:", neither "[*]:" nor
+# "[ ]:"), or an error output has appeared (a failing cell stops the run). Returns "Executed N
+# cells", N the code cells with a count. (The indicator's own "Executed N cells" text is not
+# always written for a short run.)
 RUN_FINISHED_JS = """(panel) => {
     const indicator = panel.querySelector('.jp-Notebook-ExecutionIndicator');
     if (!indicator || indicator.dataset.status !== 'idle') return false;
-    const text = indicator.textContent;
-    if (/Executed \\d+ cells?(?!\\/)/.test(text)) return text;
-    if (panel.querySelector('.jp-OutputArea-output[data-mime-type="STDERR_MIME"]')) return text;
+    const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
+    const counted = prompts.filter((p) => /\\[\\d+\\]/.test(p.textContent)).length;
+    const failed = panel.querySelector('.jp-OutputArea-output[data-mime-type="STDERR_MIME"]');
+    if (counted === prompts.length || failed) return `Executed ${counted} cells`;
     return false;
 }""".replace("STDERR_MIME", STDERR_MIME)
 
 # Keeps the SHA-256 (hex) of the bytes behind an <img>'s current (blob:) URL in
-# img.dataset.sha256, updated by a MutationObserver on every new src; resolves once the hash of
-# the current src is known. Each image update gets a new blob: URL, so only the bytes tell
-# whether the picture changed.
+# img.dataset.sha256, updated when each new image has loaded (not before: the hashing would
+# compete with the decoding that a latency measurement times); resolves once the hash of the
+# current src is known. Each image update gets a new blob: URL, so only the bytes tell whether
+# the picture changed.
 WATCH_IMAGE_JS = """async (img) => {
     const sha256 = async (url) => {
         try {
@@ -396,17 +428,10 @@ WATCH_IMAGE_JS = """async (img) => {
     };
     if (!img.dataset.watched) {
         img.dataset.watched = 'yes';
-        new MutationObserver(record).observe(img, {attributes: true, attributeFilter: ['src']});
+        img.addEventListener('load', record);
     }
     await record();
     return img.dataset.sha256Of === img.src ? img.dataset.sha256 : null;
-}"""
-
-# Synchronous on purpose: wait_for_function treats a returned Promise as truthy at once.
-# True once the bytes of the image's current src are hashed and differ from `before`.
-IMAGE_CHANGED_JS = """([img, before]) => {
-    const current = img.dataset.sha256Of === img.src ? img.dataset.sha256 : null;
-    return current !== undefined && current !== null && current !== before ? current : false;
 }"""
 
 # Every stderr/error output of the notebook: [cell number (1-based, all cells), text].
@@ -417,6 +442,153 @@ STDERR_OUTPUTS_JS = """(panel) => {
 }""".replace("STDERR_MIME", STDERR_MIME)
 
 WIDGET_ERROR = re.compile(r"Error displaying widget|Error rendering widget|Failed to render")
+
+
+# Dashboards: their controls, their layout and their latency.
+
+# The controls of a dashboard box, in page order: [kind, label] with kind "slider", "toggle",
+# "dropdown" or "checkbox" and label the control's description (its <label>).
+CONTROLS_JS = """(root) => {
+    const kinds = [['.widget-slider', 'slider'], ['.widget-toggle-buttons', 'toggle'],
+                   ['.widget-dropdown', 'dropdown'], ['.widget-checkbox', 'checkbox']];
+    const found = [];
+    for (const el of root.querySelectorAll(':scope > .widget-hbox > *')) {
+        const kind = kinds.find(([selector]) => el.matches(selector));
+        const label = el.querySelector(':scope > label.widget-label');
+        found.push([kind ? kind[1] : 'other', label ? label.textContent.trim() : '']);
+    }
+    return found;
+}"""
+
+# Layout facts of a dashboard box, after scrolling its top to the top of the notebook's view.
+# Returns {image: natural and rendered size, cut: texts wider than their box (a label or a
+# button whose text is cut), stranded: control labels not on the line of their control,
+# box: the union of the controls', the image's and the status line's boxes, view: the part of
+# the notebook panel visible in the window, fileBrowser: its width (0 if closed)}.
+LAYOUT_JS = """(root) => {
+    let scroller = root.parentElement;
+    while (scroller && !(scroller.scrollHeight > scroller.clientHeight + 1 &&
+                         /(auto|scroll)/.test(getComputedStyle(scroller).overflowY))) {
+        scroller = scroller.parentElement;
+    }
+    root.scrollIntoView({block: 'start'});
+    const rect = (el) => el.getBoundingClientRect();
+    const img = root.querySelector(':scope > .widget-image');
+    const parts = [...root.querySelectorAll(':scope > .widget-hbox > *'), img];
+    const status = root.querySelector(':scope > .widget-html');
+    if (status && status.textContent.trim()) parts.push(status);
+    const boxes = parts.map(rect).filter((r) => r.width > 0 && r.height > 0);
+    const box = {left: Math.min(...boxes.map((r) => r.left)), top: Math.min(...boxes.map((r) => r.top)),
+                 right: Math.max(...boxes.map((r) => r.right)),
+                 bottom: Math.max(...boxes.map((r) => r.bottom))};
+    const s = rect(scroller);
+    const view = {left: Math.max(s.left, 0), top: Math.max(s.top, 0),
+                  right: Math.min(s.left + scroller.clientWidth, window.innerWidth),
+                  bottom: Math.min(s.top + scroller.clientHeight, window.innerHeight)};
+    // A label, button or readout whose text is wider than its box (cut, or "…"); a dropdown
+    // whose chosen option's text is wider than its box less the arrow (about 24 px).
+    const shown = (el) => el.offsetParent !== null;
+    const cut = [...root.querySelectorAll('label.widget-label, button, .widget-readout')]
+        .filter((el) => shown(el) && el.scrollWidth > el.clientWidth + 1)
+        .map((el) => el.textContent.trim());
+    const context = document.createElement('canvas').getContext('2d');
+    for (const select of root.querySelectorAll('select')) {
+        if (!shown(select) || select.selectedIndex < 0) continue;
+        context.font = getComputedStyle(select).font;
+        const text = select.options[select.selectedIndex].text;
+        if (context.measureText(text).width > select.clientWidth - 24) cut.push(text);
+    }
+    const stranded = [];
+    for (const label of root.querySelectorAll(':scope > .widget-hbox > * > label.widget-label')) {
+        if (label.offsetParent === null || !label.textContent.trim()) continue;
+        const body = label.nextElementSibling;
+        const first = body && (body.querySelector('button, select, input, .noUi-handle') || body);
+        if (!first) continue;
+        const a = rect(label), b = rect(first);
+        if (!(a.top < b.bottom && b.top < a.bottom && a.right <= b.left + 2)) {
+            stranded.push(label.textContent.trim());
+        }
+    }
+    const fb = document.querySelector('#filebrowser');
+    return {
+        natural: [img.naturalWidth, img.naturalHeight],
+        rendered: [rect(img).width, rect(img).height],
+        cut, stranded, box, view,
+        fileBrowser: fb && fb.offsetParent !== null ? rect(fb).width : 0,
+        window: [window.innerWidth, window.innerHeight],
+    };
+}"""
+
+# Arms a latency probe on a dashboard box: the time of the first input event (key press,
+# mouse press, a select's change) and the time each new image finished loading, by src.
+# Returns the hash of the image shown now (see WATCH_IMAGE_JS).
+ARM_LATENCY_JS = """(root) => {
+    const img = root.querySelector(':scope > .widget-image');
+    if (!root.latencyProbe) {
+        const probe = root.latencyProbe = {start: null, loaded: {}};
+        for (const type of ['keydown', 'mousedown', 'change']) {
+            root.addEventListener(type, (event) => {
+                if (probe.start === null) probe.start = event.timeStamp;
+            }, true);
+        }
+        img.addEventListener('load', (event) => { probe.loaded[img.src] = event.timeStamp; });
+    }
+    root.latencyProbe.start = null;
+    root.latencyProbe.loaded = {};
+    return img.dataset.sha256Of === img.src ? img.dataset.sha256 : null;
+}"""
+
+# One step of control `index` of a dashboard box, prepared in one call (see
+# NotebookPage.timed_move): arms the latency probe (ARM_LATENCY_JS, whose hash of the image
+# shown now it returns as `before`), focuses a slider's handle, and says what to do:
+# {kind: 'key' | 'mouse' | 'option' | 'disabled', key, x, y, index, what, before}.
+MOVE_PLAN_JS = """(root, index) => {
+    const arm = ARM_LATENCY_JS;
+    const control = root.querySelectorAll(':scope > .widget-hbox > *')[index];
+    const label = control.querySelector(':scope > label.widget-label');
+    const name = label ? label.textContent.trim() : '?';
+    if (control.querySelector('[disabled], .noUi-target[disabled]')) return {kind: 'disabled'};
+    const before = arm(root);
+    const handle = control.querySelector('.noUi-handle');
+    if (handle) {
+        const atMax = handle.getAttribute('aria-valuenow') === handle.getAttribute('aria-valuemax');
+        const key = atMax ? 'ArrowLeft' : 'ArrowRight';
+        handle.focus();
+        return {kind: 'key', key, before, what: `${key} on the ${name} slider`};
+    }
+    const centre = (el) => {
+        const r = el.getBoundingClientRect();
+        return {x: r.left + r.width / 2, y: r.top + r.height / 2};
+    };
+    const buttons = [...control.querySelectorAll('button')];
+    if (buttons.length) {
+        const active = buttons.findIndex((b) => b.classList.contains('mod-active'));
+        const next = buttons[(active + 1) % buttons.length];
+        return {kind: 'mouse', ...centre(next), before,
+                what: `${name}: '${next.textContent.trim()}'`};
+    }
+    const select = control.querySelector('select');
+    if (select) {
+        const next = (select.selectedIndex + 1) % select.options.length;
+        return {kind: 'option', index: next, before,
+                what: `${name}: '${select.options[next].text}'`};
+    }
+    return {kind: 'mouse', ...centre(control.querySelector('input')), before,
+            what: `a click on ${name}`};
+}""".replace("ARM_LATENCY_JS", ARM_LATENCY_JS)
+
+# True once the image's bytes differ from `before` and that image has loaded: then
+# [hash, milliseconds from the input event to the load].
+IMAGE_LOADED_JS = """([root, before]) => {
+    const img = root.querySelector(':scope > .widget-image');
+    const probe = root.latencyProbe;
+    const current = img.dataset.sha256Of === img.src ? img.dataset.sha256 : null;
+    const loaded = probe.loaded[img.src];
+    if (!current || current === before || loaded === undefined || probe.start === null) {
+        return false;
+    }
+    return [current, loaded - probe.start];
+}"""
 
 
 @dataclass
@@ -435,20 +607,6 @@ class NotebookPage:
         self.page = page
         self.server = server
         self.loaded = False
-        # Every request of the page that would change a file through the server (a save, a
-        # rename, a deletion, restoring a checkpoint …): "PUT /api/contents/notebooks/x.ipynb".
-        # Creating a checkpoint ("POST …/x.ipynb/checkpoints", which JupyterLab does when it
-        # opens a file that has none) copies the file and leaves it as it is.
-        self.content_writes: list[str] = []
-        page.on("request", self._note_content_write)
-
-    def _note_content_write(self, request: Request) -> None:
-        path = urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
-        if request.method == "GET" or not path.startswith("/api/contents"):
-            return
-        if request.method == "POST" and path.endswith("/checkpoints"):
-            return
-        self.content_writes.append(f"{request.method} {path}")
 
     def open_notebook(self, path: str, timeout_ms: float = 60_000) -> OpenNotebook:
         """Open ``path`` (relative to the server root) and wait until its kernel is idle.
@@ -498,7 +656,7 @@ class NotebookPage:
         """Wait until the run has finished or an error output shows.
 
         Returns:
-            the execution indicator's text ("Kernel status: Idle Executed 35 cells…").
+            "Executed N cells", N the code cells that have an execution count.
         """
         result = self.page.wait_for_function(
             RUN_FINISHED_JS, arg=notebook.panel.element_handle(), polling=100, timeout=timeout_ms
@@ -519,20 +677,9 @@ class NotebookPage:
         return [t for t in texts if WIDGET_ERROR.search(t)]
 
     @staticmethod
-    def dashboard(panel: Locator, control_label: str) -> Locator:
-        """The dashboard box (controls, image, status line) that has a control so labelled."""
-        label = panel.page.locator(
-            "label.widget-label", has_text=re.compile(f"^{re.escape(control_label)}$")
-        )
-        return panel.locator(".widget-vbox:has(> .widget-image)").filter(has=label)
-
-    @staticmethod
-    def control(dashboard: Locator, label: str) -> Locator:
-        """The widget (slider, toggle buttons, dropdown …) whose description is ``label``."""
-        return dashboard.locator(
-            f"xpath=.//label[contains(concat(' ', @class, ' '), ' widget-label ')]"
-            f"[normalize-space(.)='{label}']/.."
-        )
+    def dashboards(panel: Locator) -> Locator:
+        """Every dashboard box (controls, image, status line) in the notebook, in page order."""
+        return panel.locator(".jp-OutputArea-output .widget-vbox:has(> .widget-image)")
 
     @staticmethod
     def watch_image(dashboard: Locator, timeout_ms: float) -> str:
@@ -541,14 +688,47 @@ class NotebookPage:
         img.and_(dashboard.page.locator("img[src]")).wait_for(timeout=timeout_ms)
         return img.evaluate(WATCH_IMAGE_JS)
 
-    def wait_for_new_image(self, dashboard: Locator, before: str, timeout_ms: float) -> str:
-        """Wait until the dashboard's image bytes differ from ``before``; return the new hash.
+    @staticmethod
+    def controls(dashboard: Locator) -> list[tuple[str, str]]:
+        """(kind, label) of each control, in page order (see CONTROLS_JS)."""
+        return [tuple(c) for c in dashboard.evaluate(CONTROLS_JS)]
+
+    @staticmethod
+    def layout(dashboard: Locator) -> dict:
+        """Scroll the dashboard's top to the top of the notebook's view; its layout facts."""
+        return dashboard.evaluate(LAYOUT_JS)
+
+    def timed_move(
+        self, dashboard: Locator, index: int, timeout_ms: float
+    ) -> tuple[str, tuple[str, float]] | None:
+        """Move control ``index`` one step as a reader would, wait for the new picture.
+
+        A slider: ArrowRight on its handle (ArrowLeft at its maximum); toggle buttons: a click
+        on the next button; a dropdown: the next option; a checkbox: a click.
+
+        Returns:
+            (what was done, (the new image's hash, milliseconds from the input event to the
+            new image's load)), or None if the control is disabled (nothing was done).
 
         Raises:
-            PlaywrightError (a TimeoutError): no such change within ``timeout_ms``.
+            PlaywrightError (a TimeoutError): no image with other bytes within ``timeout_ms``.
         """
-        img = dashboard.locator(":scope > .widget-image").element_handle()
+        plan = dashboard.evaluate(MOVE_PLAN_JS, index)
+        if plan["kind"] == "disabled":
+            return None
+        # Real input events, without Playwright's actionability checks (tens of ms each):
+        # the dashboard's top is in view (see layout()) and its controls are at its top.
+        if plan["kind"] == "key":
+            self.page.keyboard.press(plan["key"])  # the handle has the focus
+        elif plan["kind"] == "mouse":
+            self.page.mouse.click(plan["x"], plan["y"])
+        else:
+            control = dashboard.locator(":scope > .widget-hbox > *").nth(index)
+            control.locator("select").select_option(index=plan["index"])
         result = self.page.wait_for_function(
-            IMAGE_CHANGED_JS, arg=[img, before], polling="raf", timeout=timeout_ms
-        )
-        return result.json_value()
+            IMAGE_LOADED_JS,
+            arg=[dashboard.element_handle(), plan["before"]],
+            polling="raf",
+            timeout=timeout_ms,
+        ).json_value()
+        return plan["what"], result

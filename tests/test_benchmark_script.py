@@ -1,6 +1,7 @@
 """tools/benchmark.py's bookkeeping (its timings are printed, never asserted here)."""
 
 import inspect
+import json
 
 import pytest
 from helpers import load_tool
@@ -45,3 +46,24 @@ def test_p2_times_every_dashboard_of_the_series(benchmark):
         if issubclass(obj, Dashboard) and obj is not Dashboard and not name.startswith("_")
     }  # fmt: skip
     assert found == every and len(found) >= 8, sorted(found)  # one or two per notebook
+
+
+def test_p2b_reports_the_browser_tests_latencies(benchmark, tmp_path, capsys):
+    measured = {
+        "measured": "2026-12-02 02:00:00", "load": 1.5, "viewport": {"width": 1280, "height": 800},
+        "dashboards": {
+            "MaskDashboard": {"notebook": "07_masks.ipynb", "first_ms": 90.0, "median_ms": 80.0,
+                              "steady_median_ms": 75.0},
+            "round trip, no drawing": {"notebook": None, "first_ms": 50.0, "median_ms": 45.0,
+                                       "steady_median_ms": 44.0},
+        },
+    }  # fmt: skip
+    (tmp_path / "b.json").write_text(json.dumps(measured))
+    benchmark.rows.clear()
+    benchmark.bench_browser(tmp_path / "b.json")  # the file exists: no browser run
+    out = capsys.readouterr().out
+    assert benchmark.rows == [
+        ("P2b", "MaskDashboard (07; first move 90, then 75)", "80 ms", "<= 100 ms ok")
+    ]
+    assert "round trip alone (a box swapping ready-made PNGs): 45 ms" in out
+    benchmark.rows.clear()
