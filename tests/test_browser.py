@@ -3,8 +3,11 @@
 One JupyterLab server and one browser page at 1280 × 800 (JupyterLab's default layout: the
 file browser open, 100 % zoom) serve one notebook that this module writes into a temporary
 folder: for each dashboard a notebook shows live, a cell that builds it with the notebook's own
-constructor call (found in the notebook's code cells) and displays it; a last cell prints the
-smallest font of each figure. The notebook runs once ("Run All Cells"), then each test
+constructor call (found in the notebook's code cells) and displays it; then a box that swaps
+ready-made PNGs (the round trip with no drawing, the floor under every latency); a last cell
+prints the smallest font of each figure. The kernel starts, imports and makes the data some
+dashboards need while the page loads; the notebook then runs once ("Run All Cells"), and each
+test
 
 - checks the dashboard's layout, and fails on a fault: the picture scaled by the page (rendered
   size ≠ the PNG's), a cut label or button, a control's label on another line than the
