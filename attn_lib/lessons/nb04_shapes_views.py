@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
@@ -18,7 +19,7 @@ from matplotlib.patches import Rectangle
 
 from ..checks import fmt_shape
 from ._dashboard import Dashboard
-from ._figures import _closes_figures_on_error, new_figure
+from ._figures import BlitRenderer, _closes_figures_on_error, new_figure
 from .nb04_shapes import ShapeTable, shape_table
 
 # The sliders' bounds; the drawing's scale is set for the largest sizes, so boxes compare
@@ -175,6 +176,17 @@ class ShapeView:
         )
         self.titles[1].set_text(t.title)
 
+    @property
+    def dynamic_artists(self) -> list[Artist]:
+        """What :meth:`update` changes with the sizes, boxes first (as a full draw orders
+        them); the names and the first title change with the mode only, the legend never."""
+        equations = [*self.projections, *self.attention.rows]
+        boxes = [box for equation in equations for box in equation.boxes]
+        arrows = [e.arrow for e in equations if hasattr(e, "arrow")]
+        return [*(r for box in boxes for r in box.rects), *(box.shape for box in boxes),
+                *(sign for e in equations for sign in e.signs), *arrows, *self.table,
+                self.titles[1]]  # fmt: skip
+
 
 def draw_shapes(fig: Figure, t: ShapeTable) -> ShapeView:
     """Draw the projections, the attention (boxes to scale) and the shape table on ``fig``
@@ -240,6 +252,7 @@ class ShapeDashboard(Dashboard):
         )  # fmt: skip
         figure = new_figure(dpi=dpi)
         self.view = ShapeView(figure)
+        self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
         self.update()
 
@@ -248,3 +261,7 @@ class ShapeDashboard(Dashboard):
         self.controls["L_k"].disabled = mode == "self"  # self-attention: L_k = L_q
         self.result: ShapeTable = shape_table(**sizes, mode=mode)
         self.view.update(self.result)
+
+    def to_png(self) -> bytes:
+        """Redraw what the sizes change over the mode's cached names, titles and legend."""
+        return self._renderer.render(background_key=self.result.mode)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 from helpers import (
+    assert_blits_match_full_redraws,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
     decode,
@@ -121,6 +122,11 @@ def test_every_control_at_its_extremes_gives_a_picture(dashboard, monkeypatch, m
     dashboard.set(mode=mode, **{name: 1 if end == "min" else top for name, top in LIMITS.items()})
     assert_shows(dashboard)
     assert_png_fits_figure(dashboard)
+
+
+def test_blitted_image_equals_a_full_redraw(dashboard, monkeypatch):
+    monkeypatch.undo()  # encode the PNG: the picture itself
+    assert_blits_match_full_redraws(dashboard, [{"B": 4, "L_q": 8}, {"mode": "cross", "d_v": 1}])
 
 
 def test_close(shared):  # the last test of the module
