@@ -29,9 +29,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hi
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties, fontManager, get_font
-from matplotlib.ft2font import RenderMode
+from matplotlib.ft2font import FT2Font, RenderMode
 from matplotlib.patches import Rectangle
 
+# The cache drives FreeType through matplotlib 3.11's private glyph calls (pinned in
+# requirements.txt); another version without them draws text as Agg always does.
+_FT2FONT_HAS_GLYPH_API = all(hasattr(FT2Font, name) for name in ("_layout", "_render_glyph",
+                                                                  "_set_transform"))  # fmt: skip
 _SUBPIXEL = 4  # a string is placed to 1/4 px (FreeType would place it to 1/64 px)
 _CACHE_SIZE = 4096  # strings kept, least recently drawn dropped first
 _coverage_cache: OrderedDict[tuple, tuple[int, int, np.ndarray] | None] = OrderedDict()
@@ -78,7 +82,7 @@ class TextCachingRenderer(RendererAgg):
         return _height_metrics[key]
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
-        if ismath:
+        if ismath or not _FT2FONT_HAS_GLYPH_API:
             return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
         features = mtext.get_fontfeatures() if mtext is not None else None
         language = mtext.get_language() if mtext is not None else None
