@@ -8,8 +8,9 @@ Shape legend: B batch, H heads, L_q query length, L_k key length,
 d_model model width, d_k query/key width, d_v value width.
 """
 
-from .chunked import chunked_attention
 from .attention import SingleHeadAttention, scaled_dot_product_attention
+from .checks import MaskError, ShapeError, shape_trace
+from .chunked import chunked_attention
 from .diagnose import diagnose
 from .formatting import fmt_values
 from .masks import (
@@ -22,7 +23,6 @@ from .masks import (
     to_sdpa_mask,
 )
 from .positional import sinusoidal_positional_encoding
-from .checks import MaskError, ShapeError, shape_trace
 from .softmax import entropy, naive_softmax, softmax_jacobian, stable_softmax
 
 __version__ = "0.1.0"

@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import SingleHeadAttention, scaled_dot_product_attention
-from .masks import to_key_padding_mask, to_multihead_attn_mask
 from .checks import MaskError, ShapeError, check_attention, check_device, check_mask, fmt_shape
+from .masks import to_key_padding_mask, to_multihead_attn_mask
 
 __all__ = [
     "AlignmentReport",

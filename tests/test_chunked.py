@@ -13,8 +13,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from attn_lib.chunked import chunked_attention
 from attn_lib.attention import scaled_dot_product_attention
+from attn_lib.chunked import chunked_attention
 from attn_lib.lessons.nb10_cost import peak_intermediate_bytes
 from attn_lib.masks import causal_mask, combine_masks, padding_mask
 

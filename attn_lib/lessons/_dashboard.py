@@ -147,12 +147,6 @@ class Dashboard:
                 _style_toggle(control)
             control.observe(self._on_change, names="value")
 
-    def _wrap_controls(self) -> None:
-        """Let the row of controls wrap onto several lines, aligned to the left (every
-        dashboard now does from the start; kept for the subclasses that still call it)."""
-        self.widget.layout = widgets.Layout(align_items="flex-start")
-        self.widget.children[0].layout = widgets.Layout(flex_flow="row wrap")
-
     @property
     def values(self) -> dict[str, Any]:
         """The current value of every control, by name."""

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from ..attention import SingleHeadAttention
-from ..masks import causal_mask, padding_mask
 from ..checks import ShapeError, check_size
+from ..masks import causal_mask, padding_mask
 
 ARTICLE_SEED = 42
 ARTICLE_BATCH = 2

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from ..attention import SingleHeadAttention
-from ..masks import causal_mask, combine_masks, padding_mask
 from ..checks import ShapeError, check_size
+from ..masks import causal_mask, combine_masks, padding_mask
 
 
 def _dims(name: str, values: Sequence[int]) -> list[int]:

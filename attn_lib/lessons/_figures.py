@@ -581,38 +581,8 @@ class BlitRenderer:
         return encode_png(canvas)
 
 
-@_closes_figures_on_error
-def plot_weights_and_row_sums(
-    result: _SettingLike, figsize: tuple[float, float] = (8.4, 3.9)
-) -> Figure:
-    """A static pyplot rendering of one setting: the same view a dashboard shows.
-
-    Args:
-        result: e.g. :func:`nb05_module.example_setting` (weights (L, L), row_sums (L,),
-            keep (L, L), key_labels, title).
-        figsize: inches.
-
-    Returns:
-        The pyplot figure (end the cell with ``plt.show()``).
-
-    Source: article section 3.3 (weights and their row sums); STYLE.md of this series.
-    """
-    fig = plt.figure(figsize=figsize, layout="constrained")
-    masked = not bool(torch.as_tensor(result.keep).all())
-    view = WeightsRowSumsView(fig, result.weights.shape[-1], mask_legend=masked)
-    view.update(result)
-    return fig
-
-
 NAN_FACE = (1.0, 0.86, 0.86, 1.0)  # pale red under a red hatch: a NaN weight
 NAN_EDGE = (0.85, 0.25, 0.25, 1.0)
-
-
-def _as_numpy_1d(t: torch.Tensor | np.ndarray | Sequence[float], name: str, n: int) -> np.ndarray:
-    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, dtype=float)
-    if a.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {a.shape}.")
-    return a
 
 
 _WEIGHT_COLORS = colormaps[ATTENTION_CMAP]  # bars of attention weights share the heatmaps' colours

@@ -127,7 +127,6 @@ class RetrievalDashboard(Dashboard):
         freeze_layout(figure)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self._wrap_controls()
         self.update()
 
     def render(self, temperature: float, **amounts: float) -> None:

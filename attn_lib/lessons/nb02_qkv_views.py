@@ -207,7 +207,6 @@ class TokenQKVDashboard(Dashboard):
         freeze_layout(figure)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self._wrap_controls()
         self.update()
 
     def render(self, token: int, bias: str) -> None:

@@ -288,7 +288,6 @@ class SaturationDashboard(Dashboard):
         self.render(d_k, scaling, temperature)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self._wrap_controls()
         self.update()
 
     def render(self, d_k: int, scaling: str, temperature: float) -> None:

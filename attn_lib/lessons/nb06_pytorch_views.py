@@ -175,7 +175,6 @@ class MaskConventionDashboard(Dashboard):
         self.render(convention, "causal" if padded else "padding", sequence)
         self.to_png()
         super().__init__(controls, figure)
-        self._wrap_controls()
         self.update()
 
     def render(self, convention: str, mask: str, sequence: int) -> None:

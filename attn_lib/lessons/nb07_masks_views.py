@@ -204,7 +204,6 @@ class MaskDashboard(Dashboard):
         freeze_layout(figure)  # tick labels never change: one layout pass is enough
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
-        self._wrap_controls()
         self.update()
 
     def render(self, **v: object) -> None:

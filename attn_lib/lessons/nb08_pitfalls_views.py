@@ -161,7 +161,6 @@ class SoftmaxOverflowDashboard(Dashboard):
         freeze_layout(figure)  # the two-line title keeps its size: one layout pass is enough
         self._renderer = BlitRenderer(figure, self.panel.dynamic_artists)  # axes drawn once
         super().__init__(controls, figure)
-        self._wrap_controls()
         self.update()
 
     def render(self, largest: float, dtype: str) -> None:
@@ -197,7 +196,6 @@ class DropoutDashboard(Dashboard):
         freeze_layout(figure)  # the labels keep their size: one layout pass is enough
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)  # axes drawn once
         super().__init__(controls, figure)
-        self._wrap_controls()
         self.update()
 
     def render(self, p: float, placement: str, training: bool) -> None:

@@ -430,7 +430,6 @@ class TrainingDashboard(Dashboard):
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         self._pngs: dict[tuple[str, int], bytes] = {}
         super().__init__(controls, figure)
-        self._wrap_controls()
         self.update()
 
     def render(self, d_k: int, setting: str) -> None:

@@ -21,8 +21,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from ..chunked import DEFAULT_BLOCK_SIZE, online_softmax_step
 from ..attention import scaled_dot_product_attention
+from ..chunked import DEFAULT_BLOCK_SIZE, online_softmax_step
 from ..masks import causal_mask
 from ._checking import (
     CheckResult,

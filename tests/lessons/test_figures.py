@@ -115,18 +115,17 @@ def test_pyplot_helpers_and_png():
             _figures.plot_attention_gallery(
                 [(s.weights, s.keep, "a"), (s.weights, None, "b")], suptitle="g"
             ),
-            _figures.plot_weights_and_row_sums(s),
         ]
     try:
-        assert len(plt.get_fignums()) == before + 3
+        assert len(plt.get_fignums()) == before + 2
         gallery = figs[1]
         assert gallery.get_suptitle() == "g"
         assert len(gallery.legends) == 1  # one legend for all panels
         # One full draw (layout and text are the cost, ~0.4 s a figure): the gallery, which has
         # the most artists. Notebook 05 draws plot_attention and the gallery again under nbval.
         decode(_figures.figure_to_png(gallery))  # magic bytes and a real decode
-        heatmap, rows = figs[0].axes[0], figs[2].axes
-        assert heatmap.images and heatmap.get_xlabel() and len(rows) == 3  # heatmap, bar, colorbar
+        heatmap = figs[0].axes[0]
+        assert heatmap.images and heatmap.get_xlabel()
     finally:
         for fig in figs:
             plt.close(fig)
@@ -158,6 +157,6 @@ def test_every_plot_function_closes_its_figure_when_it_raises():
         for name, fn in inspect.getmembers(_figures, inspect.isfunction)
         if name.startswith("plot_") and fn.__module__ == _figures.__name__
     }
-    assert {"plot_attention", "plot_attention_gallery", "plot_weights_and_row_sums"} <= set(plots)
+    assert {"plot_attention", "plot_attention_gallery"} <= set(plots)
     unguarded = [name for name, fn in plots.items() if not hasattr(fn, "__wrapped__")]
     assert not unguarded, f"plot functions that would leak a figure when they raise: {unguarded}"
