@@ -341,7 +341,7 @@ def test_readme_badge_opens_jupyterlab_at_an_existing_notebook():
         "https://mybinder.org/v2/gh/<owner>/<repo>/<ref>?urlpath=lab/tree/<notebook>"
     )
     _, notebook = badges[0]
-    assert notebook == "notebooks/00_start_here.ipynb", f"the badge opens {notebook}"
+    assert notebook == "notebooks/en/00_start_here.ipynb", f"the badge opens {notebook}"
     assert (REPO / notebook).is_file(), f"the badge opens {notebook}, which does not exist"
 
 

@@ -138,7 +138,7 @@ class DashboardCall:
     needs: tuple[str, ...] = ()
 
 
-def dashboard_calls(notebooks: Path = REPO / "notebooks") -> list[DashboardCall]:
+def dashboard_calls(notebooks: Path = REPO / "notebooks" / "en") -> list[DashboardCall]:
     """The first `views.<Name>Dashboard(...)` call of each class in each notebook's code cells,
     with the module the notebook imports as `views`."""
     found: dict[str, DashboardCall] = {}

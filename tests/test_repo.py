@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((REPO / "notebooks" / "en").glob("*.ipynb"))
 START_MARK = "<!-- test-command -->"
 END_MARK = "<!-- /test-command -->"
 

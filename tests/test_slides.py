@@ -22,7 +22,7 @@ from helpers import load_tool
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((REPO / "notebooks" / "en").glob("*.ipynb"))
 HIDDEN = ("skip", "notes")  # slide types reveal.js does not show on a slide
 
 
@@ -167,7 +167,7 @@ def test_slide_keep_is_respected_and_applying_twice_changes_nothing():
 
 
 def test_the_script_writes_only_slide_metadata_and_check_then_passes(tmp_path, capsys):
-    source = REPO / "notebooks" / "00_start_here.ipynb"
+    source = REPO / "notebooks" / "en" / "00_start_here.ipynb"
     copy = tmp_path / source.name
     shutil.copyfile(source, copy)
     for cell in (nb := nbformat.read(copy, as_version=4)).cells:

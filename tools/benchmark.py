@@ -131,9 +131,9 @@ def bench_pytest() -> None:
         per_notebook: dict[str, float] = defaultdict(float)
         if junit.exists():
             for case in ET.parse(junit).getroot().iter("testcase"):
-                classname = case.get("classname", "")  # nbval cells: "notebooks.NN_name.ipynb"
+                classname = case.get("classname", "")  # nbval cells: "notebooks.en.NN_name.ipynb"
                 if classname.endswith(".ipynb"):
-                    notebook = classname.removeprefix("notebooks.")
+                    notebook = classname.rpartition(".ipynb")[0].rpartition(".")[2] + ".ipynb"
                     per_notebook[notebook] += float(case.get("time", 0.0))
         for notebook, seconds in sorted(per_notebook.items()):
             target = (

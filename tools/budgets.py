@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
     ok = True
     total = 0
     print(f"{'notebook':<44}{'words':>7}{'budget':>8}{'code':>6}{'pair lines':>12}")
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for path in sorted((ROOT / "notebooks" / "en").glob("[0-9][0-9]_*.ipynb")):
         number = path.name[:2]
         words, code = notebook_counts(path)
         if number <= "10":

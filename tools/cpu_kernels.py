@@ -11,9 +11,9 @@ Usage (from the repository root, with the venv's Python):
 
     python tools/cpu_kernels.py describe        # the kernels this process would use
     python tools/cpu_kernels.py check           # the second configuration changes results?
-    python tools/cpu_kernels.py nbval [ARGS]    # check, then nbval on notebooks/ under it
+    python tools/cpu_kernels.py nbval [ARGS]    # check, then nbval on notebooks/en/ under it
 
-``nbval`` passes ARGS on to pytest, with ``notebooks`` unless ARGS name a path; its exit status
+``nbval`` passes ARGS on to pytest, with ``notebooks/en`` unless ARGS name a path; its exit status
 is pytest's.
 """
 
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
     if command == "check":
         return 0
     # Paths given: test those; only options (e.g. -q, -x): the notebooks, with those options.
-    args = rest if any((REPO / a).exists() for a in rest) else ["notebooks", *rest]
+    args = rest if any((REPO / a).exists() for a in rest) else ["notebooks/en", *rest]
     cmd = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
     print(f"== {words} {' '.join(cmd[1:])}", flush=True)
     return subprocess.run(cmd, cwd=REPO, env=environment(config), check=False).returncode

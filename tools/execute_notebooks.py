@@ -40,7 +40,7 @@ import cpu_kernels  # sibling scripts in tools/, not a package
 import set_slide_metadata
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = REPO / "notebooks"
+NOTEBOOKS = REPO / "notebooks" / "en"
 KERNEL_NAME = "python3"
 # The kernelspec ipykernel installs as "python3"; fixed text so that the stored metadata does
 # not depend on the machine that last executed the notebook.

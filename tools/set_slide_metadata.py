@@ -68,7 +68,7 @@ from pathlib import Path
 import nbformat
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = REPO / "notebooks"
+NOTEBOOKS = REPO / "notebooks" / "en"
 
 SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 KEEP_TAG = "slide-keep"  # leave this cell's slide type as it is

@@ -12,7 +12,7 @@ import attn_lib
 from attn_lib.lessons import _checking
 from attn_lib.lessons import nb11_article as article
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "11_the_article_checked.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "en" / "11_the_article_checked.ipynb"
 
 
 @pytest.fixture(autouse=True)
