@@ -244,7 +244,11 @@ def _heading_ids(path: Path) -> set[str]:
 NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[\w.-]+\.ipynb)(?:#((?:[^()\s]|\([^()\s]*\))*))?\)")
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "notebook",
+    NOTEBOOKS + sorted((REPO / "notebooks" / "zh").glob("*.ipynb")),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_links_between_notebooks_resolve(notebook):
     text = "\n".join(markdown_sources(notebook))
     for target, fragment in NOTEBOOK_LINK.findall(text):
