@@ -181,15 +181,32 @@ def test_bad_input_is_refused_with_a_message(editions):
     (en / "01.ipynb").write_text(text, encoding="utf-8")
     with pytest.raises(sync.SyncError, match="ids used twice: a"):
         sync.sync(en / "01.ipynb", check=False)
-    _write(en / "02.ipynb", _notebook(("md", "a", "One.")))
-    sync.sync(en / "02.ipynb", check=False)
+    _write(en / "02_b.ipynb", _notebook(("md", "a", "One.")))
+    sync.sync(en / "02_b.ipynb", check=False)
     with pytest.raises(sync.SyncError, match="still holds the English text"):
-        sync.accept(zh / "02.ipynb", ["a"])
+        sync.accept(zh / "02_b.ipynb", ["a"])
     with pytest.raises(sync.SyncError, match="no markdown cell with id z"):
-        sync.accept(zh / "02.ipynb", ["z"])
+        sync.accept(zh / "02_b.ipynb", ["z"])
     (en / "03.ipynb").write_text("not json", encoding="utf-8")
     with pytest.raises(sync.SyncError, match="cannot read it as a notebook"):
         sync.sync(en / "03.ipynb", check=False)
     (en / "04.ipynb").write_text(nbformat.writes(nb).replace('"id": "b",', ""), encoding="utf-8")
     with pytest.raises(sync.SyncError, match="cell 1 has no id"):
         sync.sync(en / "04.ipynb", check=False)
+
+
+def test_links_to_english_headings_are_pointed_at_the_chinese_ones(editions):
+    en, zh = editions
+    _write(en / "02_b.ipynb", _notebook(("md", "h", "# Title\n\n## 2 · Masks (`mask`)")))
+    sync.sync(en / "02_b.ipynb", check=False)
+    _translate(zh / "02_b.ipynb", h="# 标题\n\n## 2 · 掩码（`mask`）")
+    text = "See [masks](02_b.ipynb#2-·-Masks-(mask)), [here](#Next) and [x](02_b.ipynb#Nowhere)."
+    path = _write(en / "01.ipynb", _notebook(("md", "a", text), ("md", "n", "## Next")))
+    sync.sync(path, check=False)
+    _translate(zh / "01.ipynb", a="见" + text, n="## 下一步")
+    report, in_step = sync.sync(path, check=False)
+    assert report.current and in_step
+    assert _cells(zh / "01.ipynb")["a"].source == (
+        "见See [masks](02_b.ipynb#2-·-掩码（mask）), [here](#下一步) and [x](02_b.ipynb#Nowhere)."
+    )
+    assert sync.sync(path, check=True)[0].current  # rewriting is idempotent

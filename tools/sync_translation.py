@@ -26,6 +26,9 @@ whatever was edited in it (in JupyterLab, say). It reports, per notebook and cel
   that, the English text now;
 - removed: a translation whose English cell is gone (dropped), and reordered cells.
 
+Links to a heading of an English notebook (as a translator leaves them) are pointed at the same
+heading of the Chinese notebook: the heading in the same cell, in the same place.
+
 A Chinese markdown cell that translates no English cell (a cell added or split by hand) cannot
 be kept in step: that notebook is not written, and the report names the cell.
 
@@ -40,8 +43,10 @@ from __future__ import annotations
 import argparse
 import copy
 import difflib
+import functools
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -54,6 +59,10 @@ EN = REPO / "notebooks" / "en"
 ZH = REPO / "notebooks" / "zh"
 KEY = "translation"
 LANGUAGE = "zh-CN"
+HEADING = re.compile(r"^#{1,6} (.+)$", re.MULTILINE)
+# A link to a heading: "](NN_name.ipynb#fragment)" or "](#fragment)"; a fragment may hold
+# balanced parentheses, as headings do.
+LINK = re.compile(r"\]\((\d\d_[\w.-]+\.ipynb)?#((?:[^()\s]|\([^()\s]*\))+)\)")
 
 
 class SyncError(Exception):
@@ -127,6 +136,47 @@ def _how_changed(name: str, cell_id: str, digest: str, now: str) -> str:
     return "the English text changed:\n" + "\n".join("    " + ln for ln in diff)
 
 
+def heading_anchors(nb: nbformat.NotebookNode) -> dict[tuple[str, int], str]:
+    """JupyterLab's anchor of each heading, by (cell id, heading number in the cell)."""
+    anchors = {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for k, m in enumerate(HEADING.finditer(cell.source)):
+                anchors[cell.id, k] = m.group(1).replace("`", "").strip().replace(" ", "-")
+    return anchors
+
+
+def localise_links(nb: nbformat.NotebookNode, name: str) -> None:
+    """Point links at English headings (kept as written by a translator) to the same headings
+    of the Chinese notebooks: the heading in the same cell, in the same place."""
+    own = heading_anchors(nb)
+
+    @functools.cache
+    def target_anchors(target: str) -> dict[tuple[str, int], str]:
+        if target == name:
+            return own
+        path = ZH / target
+        return heading_anchors(read(path)) if path.exists() else {}
+
+    @functools.cache
+    def english_anchors(target: str) -> dict[str, tuple[str, int]]:
+        return {a: key for key, a in heading_anchors(read(EN / target)).items()}
+
+    def replace(m: re.Match) -> str:
+        target, fragment = m.group(1) or name, m.group(2)
+        zh = target_anchors(target)
+        if fragment in zh.values() or not (EN / target).exists():
+            return m.group(0)
+        key = english_anchors(target).get(fragment)
+        if key not in zh:
+            return m.group(0)
+        return f"]({m.group(1) or ''}#{zh[key]})"
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = LINK.sub(replace, cell.source)
+
+
 def build(en: nbformat.NotebookNode, zh: nbformat.NotebookNode | None, name: str):
     """The Chinese notebook a rebuild writes, and its report. ``zh`` is the one on disk."""
     report = Report(name)
@@ -175,6 +225,7 @@ def build(en: nbformat.NotebookNode, zh: nbformat.NotebookNode | None, name: str
             report.stale.append((cell.id, _how_changed(name, cell.id, recorded, cell.source)))
         cell.source = text
         cell.metadata[KEY] = {"source": cell.id, "source_sha256": recorded}
+    localise_links(out, name)
     return out, report
 
 
