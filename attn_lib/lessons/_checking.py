@@ -1,21 +1,11 @@
-"""What every checker shares: CheckResult, the runner around the reader's function, and the
-rule that a solution is shown only after the reader has tried.
+"""What every checker shares: CheckResult, the runner around the reader's function, and
+solutions shown only after the reader has tried (a stored notebook shows each check on the
+unwritten stub, so a printed solution would be visible on GitHub before anyone tried).
 
-Each checker (in its notebook's lesson module) runs the reader's function on a few seeded
-cases, compares it with attn_lib's reference, and prints a short paragraph: what passed, or
-which classic mistake the result matches and how to fix it. It returns a :class:`CheckResult`,
-which is truthy only when everything passed, so a notebook can ``assert`` it.
-
-A stored notebook shows each exercise's check as it runs on the unwritten stub ("Not written
-yet"), so a solution printed by a cell would be visible on GitHub before anyone tried. Instead
-the solution lives in the lesson module, and ``show_solution`` prints its source only once the
-reader's own function has been checked in this session.
-
-Also the pieces two or more notebooks' checkers share: the attention checker's runner, which
-names the mistake of attn_lib.mistakes a reader's function matches (notebooks 05 and 08), the
-difference of two masks (05–07), the hints about shapes (00 and 04).
-
-Used by every notebook's "Check yourself" section.
+A checker runs the reader's function on seeded cases, compares it with attn_lib and prints what
+passed, or which classic mistake the result matches and how to fix it. Also shared: the
+attention checker, which names the mistake of attn_lib.mistakes a function matches (notebooks
+05 and 08), mask differences (06, 07), shape hints (00, 04). Used by every "Check yourself".
 """
 
 from __future__ import annotations
@@ -41,13 +31,8 @@ _ATTEMPTED: set[str] = set()
 
 
 def recording(exercise: str, checker: Callable[..., Any]) -> Callable[..., Any]:
-    """``checker`` that also records an attempt at ``exercise`` once the function is written.
-
-    Args:
-        exercise: the exercise's name, as ``show_solution`` is given it.
-        checker: a checker returning a result with a ``mistake`` attribute ("not_written"
-            while the reader's function still raises NotImplementedError).
-    """
+    """``checker`` that also records an attempt at ``exercise`` (the name ``show_solution`` is
+    given) once its result's ``mistake`` is no longer "not_written"."""
 
     @functools.wraps(checker)
     def check(fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -85,15 +70,8 @@ _SEED = 2024
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The verdict of a checker.
-
-    Attributes:
-        passed: True when every case matched the reference.
-        mistake: None when passed, else a short code naming what went wrong, e.g.
-            "not_written", or a code of attn_lib.mistakes such as "scale_d_k" (see the
-            checker's docstring for the list).
-        message: the feedback paragraph the checker printed.
-    """
+    """A checker's verdict, truthy only when every case passed; ``mistake`` is None or a code
+    ("not_written", a code of attn_lib.mistakes such as "scale_d_k" …); ``message`` is printed."""
 
     passed: bool
     mistake: str | None
@@ -143,11 +121,8 @@ def _name_of(fn: object) -> str:
 
 
 def _call(fn: Callable, *args: object, quiet: bool = False) -> tuple[object, Exception | None]:
-    """(what fn returned, None), or (None, the exception) when the learner's code raised.
-
-    With ``quiet``, warnings (e.g. PyTorch's about `.T` on a batch) are silenced: the
-    checkers explain them in words instead.
-    """
+    """(what fn returned, None), or (None, the exception) when the learner's code raised; with
+    ``quiet``, warnings (PyTorch's about `.T` on a batch) are silenced: checkers explain them."""
     try:
         if not quiet:
             return fn(*args), None
@@ -167,12 +142,8 @@ def _raised(err: BaseException, *, first_line: bool = False) -> str:
 
 
 def _number(value: object) -> tuple[object, bool]:
-    """(value, whether it is a real number), as a Python int or float.
-
-    Accepts what a learner may reasonably return: int, float, numpy scalars, Fraction,
-    and one-element tensors or arrays. An integer type becomes an int (exact);
-    any other real number a float. A bool is not a number here, so True cannot pass for 1.
-    """
+    """(value, whether it is a real number) as an int (integer types) or a float: from numpy
+    scalars, Fraction, one-element tensors or arrays too; a bool is not a number here."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1 or value.dtype == torch.bool:
             return value, False
@@ -402,6 +373,60 @@ def _row_sums(weights: torch.Tensor) -> str:
     return f" Your rows sum to {span}, not 1."
 
 
+def _check_attention_cases(
+    fn: Callable, cases: list[_Case], passed: str, verbose: bool
+) -> CheckResult:
+    """Run ``fn(query, key, value[, mask])`` → output or (output, weights) on ``cases``,
+    compare it with attn_lib, and name the mistake (notebooks 05 and 08).
+
+    Returns:
+        CheckResult; ``mistake`` is None, a code of attn_lib.mistakes ("scale_d_k",
+        "softmax_dim", "dropout_on" …), or "not_written", "bad_return", "dot_T",
+        "transpose_dims", "error", "wrong_shape", "weights_wrong", "unknown".
+    """
+    name = _name_of(fn)
+    outcomes = _call_attention_seeded(fn, cases, _SEED)
+    if any(isinstance(o.error, NotImplementedError) for o in outcomes):
+        return _not_written(name, verbose)
+    if bad := next((o.bad_return for o in outcomes if o.bad_return), None):
+        return _not_yet("bad_return", f"{name} {bad}", verbose)
+    refs = [scaled_dot_product_attention(c.query, c.key, c.value, c.mask) for c in cases]
+    ok = [o.error is None and _close(o.output, out) and (o.weights is None or _close(o.weights, w))
+          for o, (out, w) in zip(outcomes, refs, strict=True)]  # fmt: skip
+    if all(ok):
+        return _passed(f"{name} {passed}", verbose)
+    if named := _named_mistake(outcomes, cases):
+        return _not_yet(*named, verbose)
+    if _is_random(fn, cases, outcomes):
+        return _not_yet("dropout_on", _random_text(fn, outcomes[0].weights), verbose)
+    for o, case in zip(outcomes, cases, strict=True):
+        if o.error is not None:
+            return _not_yet(*_explain_error(fn, case, o.error), verbose)
+    i = ok.index(False)
+    o, case, (ref_out, ref_w) = outcomes[i], cases[i], refs[i]
+    if o.output.shape != ref_out.shape:
+        return _not_yet("wrong_shape", f"On the case '{case.name}' the output has shape "
+                        f"{tuple(o.output.shape)}; it should be {tuple(ref_out.shape)}: one d_v-wide "
+                        f"row per query. Check which tensors you multiply: weights (…, L_q, L_k) @ "
+                        f"value (…, L_k, d_v).", verbose)  # fmt: skip
+    if _close(o.output, ref_out):
+        return _not_yet("weights_wrong", f"Your output is right, but the weights you return are "
+                        f"not the softmax weights (case '{case.name}'). Return the tensor you "
+                        f"multiplied with value, after the softmax, not the scores.", verbose)  # fmt: skip
+    rows = ""
+    if o.weights is not None and o.weights.shape == ref_w.shape:
+        rows = (" Your weights' rows do not sum to 1: look at the softmax first."
+                if _row_sums(o.weights) else " Your weights' rows do sum to 1, so the mistake "
+                "is elsewhere: the scale, the mask, or which tensor is transposed.")  # fmt: skip
+    diff = (o.output - ref_out).abs().nan_to_num(nan=math.inf).max().item()
+    return _not_yet("unknown", f"On the case '{case.name}' your output differs from the "
+                    f"reference by up to {diff:.3g}, and it matches none of the classic single "
+                    f"mistakes (÷d_k, no scaling, softmax over the wrong dim, K Qᵀ, inverted or "
+                    f"missing mask), so there may be two of them at once.{rows} Compare your code "
+                    f"with softmax(Q Kᵀ / √d_k) V line by line; Kᵀ is key.transpose(-2, -1).",
+                    verbose)  # fmt: skip
+
+
 def _mask_difference(
     got: torch.Tensor,
     want: torch.Tensor,
@@ -444,11 +469,8 @@ def _sizes_text(sizes: tuple[int, ...]) -> str:
 
 
 def _as_shape_tuple(value: object) -> tuple[int, ...] | None:
-    """A shape as a tuple of Python ints, else None.
-
-    Given as a tuple, list or torch.Size, or a 1-D integer tensor or array; each size may
-    be an int, a numpy integer, a 0-d integer tensor or an integral float (4.0).
-    """
+    """A shape (tuple, list, torch.Size, 1-D tensor or array of integer sizes) as a tuple of
+    ints, else None."""
     if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
         if getattr(value, "ndim", None) != 1:
             return None
@@ -481,10 +503,35 @@ def _shape_hint(name: str, got: tuple[int, ...], sizes: tuple[int, ...]) -> tupl
         ("output", (B, L_q, d_model)): ("output_width", "A single-head attention without an output projection returns d_v-wide rows, the width of V."),
     }  # fmt: skip
     if name == "weights":
-        return "weights_shape", "Softmax does not change the shape: the weights have the scores' shape."
+        return "weights_shape", "Softmax keeps the shape: the weights have the scores' shape."
     if len(got) == 2:
         return "batch_missing", "Keep the batch dim B in front: every tensor here is (B, …, …)."
     return known.get((name, got), ("wrong_shape", ""))
+
+
+def _shape_answer(
+    name: str, got: object, want: dict[str, tuple[int, ...]], sizes: tuple[int, ...],
+    verbose: bool, hint: Callable[..., tuple[str, str]] = _shape_hint,
+) -> CheckResult | None:  # fmt: skip
+    """None when ``got``, the reader's dict of shapes, holds every shape of ``want``; else the
+    verdict, its hint from ``hint(entry, shape, sizes)`` (notebooks 00 and 04)."""
+    if not isinstance(got, dict):
+        return _not_yet("bad_return", f"{name} returned {type(got).__name__}; return a dict of "
+                        f"shapes, such as {{{next(iter(want))!r}: (…), …}}.", verbose)  # fmt: skip
+    missing = [n for n in want if n not in got]
+    if missing:
+        return _not_yet("missing", f"The dict has no entry for {', '.join(missing)}; give all "
+                        f"{len(want)}: {', '.join(want)}.", verbose)  # fmt: skip
+    for entry, shape_wanted in want.items():
+        shape = _as_shape_tuple(got[entry])
+        if shape is None:
+            return _not_yet("bad_return", f"{entry} is {_short(got[entry])}; give each shape as "
+                            "a tuple of ints, e.g. (3, 5, 7).", verbose)  # fmt: skip
+        if shape != shape_wanted:
+            code, why = hint(entry, shape, sizes)
+            return _not_yet(code, f"For {_sizes_text(sizes)} you gave {entry} = {shape}, but it "
+                            f"is {shape_wanted}. {why}".rstrip(), verbose)  # fmt: skip
+    return None
 
 
 def _tensors(result: object, n: int) -> bool:

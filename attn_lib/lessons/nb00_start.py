@@ -17,15 +17,12 @@ from packaging.utils import canonicalize_name
 from ..checks import shape_trace
 from ._checking import (
     CheckResult,
-    _as_shape_tuple,
     _call,
     _call_failed,
     _name_of,
-    _not_yet,
     _passed,
     _raised,
-    _shape_hint,
-    _short,
+    _shape_answer,
     _sizes_text,
     recording,
 )
@@ -127,25 +124,9 @@ def _check_shape_predictions(fn: Callable, *, verbose: bool = True) -> CheckResu
         if err is not None:
             why = f"For {_sizes_text(sizes)} your function raised {_raised(err)}."
             return _call_failed(name, err, why, verbose)
-        if not isinstance(got, dict):
-            why = (
-                f"{name} returned {type(got).__name__}; return a dict {{'Q': (B, L_q, d_k), ...}}."
-            )
-            return _not_yet("bad_return", why, verbose)
-        missing = [n for n in SHAPE_NAMES if n not in got]
-        if missing:
-            why = f"The dict has no entry for {', '.join(missing)}; give all six shapes."
-            return _not_yet("missing", why, verbose)
-        want = expected_shapes(*sizes)
-        for entry in SHAPE_NAMES:
-            shape = _as_shape_tuple(got[entry])
-            if shape is None:
-                why = f"{entry} is {_short(got[entry])}; give each shape as a tuple of ints."
-                return _not_yet("bad_return", why, verbose)
-            if shape != want[entry]:
-                code, hint = _shape_hint(entry, shape, sizes)
-                why = f"For {_sizes_text(sizes)} you predicted {entry} = {shape}, but it is "
-                return _not_yet(code, f"{why}{want[entry]}. {hint}".rstrip(), verbose)
+        verdict = _shape_answer(name, got, expected_shapes(*sizes), sizes, verbose)
+        if verdict is not None:
+            return verdict
     return _passed(
         f"{name} predicts all six shapes for {len(_SHAPE_CASES)} size settings, "
         f"cross-attention (L_q ≠ L_k) and self-attention, with d_v ≠ d_k.",

@@ -14,16 +14,15 @@ import torch
 from ..checks import fmt_shape, shape_trace
 from ._checking import (
     CheckResult,
-    _as_shape_tuple,
     _call,
     _call_failed,
     _name_of,
     _not_yet,
     _passed,
     _raised,
+    _shape_answer,
     _shape_hint,
     _short,
-    _sizes_text,
     _source,
     recording,
 )
@@ -134,7 +133,6 @@ def shape_table(
 
 # Exercise 1's setting: cross-attention, x (B, L_q, d_model), context (B, L_k, d_model).
 STEP_SHAPES_SETTING = {"B": 3, "L_q": 5, "L_k": 7, "d_model": 32, "d_k": 16, "d_v": 4}
-_STEP_SHAPE_NAMES = ("Kᵀ", "scores", "weights", "output")
 
 
 def _check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
@@ -150,38 +148,27 @@ def _check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
     Source: article section 2.3; attn_lib.shape_trace.
     """
     name = _name_of(fn)
-    s = STEP_SHAPES_SETTING
-    sizes = B, L_q, L_k, _, d_k, d_v = tuple(s.values())
+    sizes = B, L_q, L_k, _, d_k, d_v = tuple(STEP_SHAPES_SETTING.values())
     got, err = _call(fn)
     if err is not None:
         return _call_failed(name, err, f"Your function raised {_raised(err)}.", verbose)
-    if not isinstance(got, dict):
-        return _not_yet("bad_return", f"{name} returned {type(got).__name__}; return a dict "
-                        "such as {'Kᵀ': (…), 'scores': (…), 'weights': (…), 'output': (…)}.",
-                        verbose)  # fmt: skip
-    got = {("Kᵀ" if k == "K_T" else k): v for k, v in got.items()}
-    missing = [n for n in _STEP_SHAPE_NAMES if n not in got]
-    if missing:
-        return _not_yet("missing", f"The dict has no entry for {', '.join(missing)}; give all "
-                        f"four: {', '.join(_STEP_SHAPE_NAMES)} (\"K_T\" is accepted for Kᵀ).",
-                        verbose)  # fmt: skip
-    want = {t.step: t.shape for t in shape_trace((B, L_q, d_k), (B, L_k, d_k), (B, L_k, d_v))}
-    for entry in _STEP_SHAPE_NAMES:
-        shape = _as_shape_tuple(got[entry])
-        if shape is None:
-            return _not_yet("bad_return", f"{entry} is {_short(got[entry])}; give each shape "
-                            "as a tuple of ints, e.g. (3, 5, 7).", verbose)  # fmt: skip
-        if shape == want[entry]:
-            continue
-        code, why = _shape_hint(entry, shape, sizes)  # shared with notebook 00
+    if isinstance(got, dict):
+        got = {("Kᵀ" if k == "K_T" else k): v for k, v in got.items()}  # "K_T" accepted
+    trace = {t.step: t.shape for t in shape_trace((B, L_q, d_k), (B, L_k, d_k), (B, L_k, d_v))}
+    want = {step: trace[step] for step in ("Kᵀ", "scores", "weights", "output")}
+
+    def hint(entry: str, shape: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[str, str]:
         if entry == "Kᵀ" and shape == (B, L_k, d_k):
-            code, why = "key_not_transposed", "That is K: transpose(-2, -1) swaps its last two dims."
-        elif entry == "Kᵀ" and shape == (B, d_k, L_q):
-            code, why = "key_transpose_length", "Kᵀ has one column per key: L_k, not L_q."
-        elif entry == "Kᵀ" and len(shape) != 2:
-            code, why = "wrong_shape", "Kᵀ is K (B, L_k, d_k) with its last two dims swapped."
-        return _not_yet(code, f"For {_sizes_text(sizes)} you gave {entry} = {shape}, but it is "
-                        f"{want[entry]}. {why}".rstrip(), verbose)  # fmt: skip
+            return "key_not_transposed", "That is K: transpose(-2, -1) swaps its last two dims."
+        if entry == "Kᵀ" and shape == (B, d_k, L_q):
+            return "key_transpose_length", "Kᵀ has one column per key: L_k, not L_q."
+        if entry == "Kᵀ" and len(shape) != 2:
+            return "wrong_shape", "Kᵀ is K (B, L_k, d_k) with its last two dims swapped."
+        return _shape_hint(entry, shape, sizes)  # shared with notebook 00
+
+    verdict = _shape_answer(name, got, want, sizes, verbose, hint)
+    if verdict is not None:
+        return verdict
     return _passed(
         f"Kᵀ {want['Kᵀ']}, scores and weights {want['scores']}, output {want['output']}: "
         "d_model = 32 appears in none of them (the projections remove it), and d_k = 16 "

@@ -20,20 +20,13 @@ from ._checking import (
     _SEED,
     CheckResult,
     _call,
-    _call_attention_seeded,
     _call_failed,
     _Case,
-    _close,
-    _explain_error,
-    _finish,
-    _is_random,
+    _check_attention_cases,
     _name_of,
-    _named_mistake,
-    _not_written,
     _not_yet,
     _passed,
     _raised,
-    _random_text,
     _short,
     recording,
 )
@@ -58,103 +51,19 @@ def _attention_cases() -> list[_Case]:
 
 
 def _check_attention(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check a hand-written attention function against attn_lib, and name the mistake if any.
-
-    ``fn(query, key, value, mask=None)`` must return the output, or the pair
-    (output, weights). It is called on four seeded float32 cases: batched
-    self-attention (B=2, L=5, d_k=3, d_v=4), cross-attention (B=3, L_q=2, L_k=6,
-    d_k=4, d_v=5), a (2, 1, 5) padding keep-mask and a (5, 5) causal keep-mask
-    (bool, True = may attend, as in the article's ``masked_fill(mask == 0, -1e9)``).
-    The inputs are copies, so the function may change them.
-
-    Args:
-        fn: the function to check; query (B, L_q, d_k), key (B, L_k, d_k),
-            value (B, L_k, d_v), mask None or bool broadcastable to (B, L_q, L_k);
-            returns output (B, L_q, d_v) [and weights (B, L_q, L_k)].
-        verbose: print the feedback paragraph.
+    """Check ``fn(query, key, value, mask=None)`` → output (B, L_q, d_v) or (output, weights)
+    against attn_lib on four seeded float32 cases (copies): batched self-attention,
+    cross-attention, a (2, 1, 5) padding and a (5, 5) causal keep-mask (True = may attend).
 
     Returns:
-        CheckResult; ``mistake`` is None, a code of attn_lib.mistakes ("scale_d_k",
-        "softmax_dim", "mask_inverted", …; "dropout_on" when the output changes from one
-        call to the next), or one of "not_written", "bad_return", "dot_T",
-        "transpose_dims", "error", "wrong_shape", "weights_wrong", "unknown".
+        CheckResult; ``mistake`` as ``_checking._check_attention_cases`` names it.
 
     Source: article sections 3.2-3.3 and 4.1-4.2; Vaswani et al. 2017, eq. (1).
     """
-    name = _name_of(fn)
-    cases = _attention_cases()
-    outcomes = _call_attention_seeded(fn, cases, _SEED)
-
-    if any(isinstance(o.error, NotImplementedError) for o in outcomes):
-        return _not_written(name, verbose)
-    for o in outcomes:
-        if o.bad_return:
-            return _finish(False, "bad_return", f"{name} {o.bad_return}", verbose)
-
-    refs = [scaled_dot_product_attention(c.query, c.key, c.value, c.mask) for c in cases]
-    ok = [
-        o.error is None
-        and _close(o.output, ref_out)
-        and (o.weights is None or _close(o.weights, ref_w))
-        for o, (ref_out, ref_w) in zip(outcomes, refs, strict=True)
-    ]
-    if all(ok):
-        extra = " and the weights you return" if outcomes[0].weights is not None else ""
-        return _passed(
-            f"{name} matches attn_lib's reference on all {len(cases)} cases (batched "
-            f"self-attention, cross-attention with L_q ≠ L_k, a padding mask and a causal "
-            f"mask): the output{extra} agree to float32 precision.",
-            verbose,
-        )
-
-    if named := _named_mistake(outcomes, cases):
-        return _not_yet(*named, verbose)
-    if _is_random(fn, cases, outcomes):
-        return _not_yet("dropout_on", _random_text(fn, outcomes[0].weights), verbose)
-
-    for o, case in zip(outcomes, cases, strict=True):
-        if o.error is not None:
-            code, message = _explain_error(fn, case, o.error)
-            return _not_yet(code, message, verbose)
-
-    first = ok.index(False)
-    o, case, (ref_out, ref_w) = outcomes[first], cases[first], refs[first]
-    if o.output.shape != ref_out.shape:
-        return _not_yet(
-            "wrong_shape",
-            f"On the case '{case.name}' the output has shape "
-            f"{tuple(o.output.shape)}; it should be (B, L_q, d_v) = {tuple(ref_out.shape)}: one "
-            f"d_v-wide row per query. Check which tensors you multiply: weights (B, L_q, L_k) "
-            f"@ value (B, L_k, d_v).",
-            verbose,
-        )
-    if _close(o.output, ref_out):
-        return _finish(
-            False,
-            "weights_wrong",
-            f"Almost. Your output is right, but the weights you return are not the softmax "
-            f"weights (case '{case.name}'). Return the tensor you multiplied with value, "
-            f"after the softmax, not the scores.",
-            verbose,
-        )
-    diff = (o.output - ref_out).abs().nan_to_num(nan=float("inf")).max().item()
-    rows = ""
-    if o.weights is not None and o.weights.shape == ref_w.shape:
-        sums_ok = _close(o.weights.sum(dim=-1), torch.ones(ref_w.shape[:-1]))
-        rows = (
-            " Your weights' rows do sum to 1, so the mistake is elsewhere: the scale, the "
-            "mask, or which tensor is transposed."
-            if sums_ok
-            else " Your weights' rows do not sum to 1: look at the softmax first."
-        )
-    return _not_yet(
-        "unknown",
-        f"On the case '{case.name}' your output differs from the reference by up to "
-        f"{diff:.3g}, and it matches none of the classic single mistakes (÷d_k, no scaling, "
-        f"softmax over the wrong dim, K Qᵀ, inverted or missing mask), so there may be two of "
-        f"them at once.{rows} Compare your code with softmax(Q Kᵀ / √d_k) V line by line.",
-        verbose,
-    )
+    passed = ("matches attn_lib's reference on all 4 cases (batched self-attention, "
+              "cross-attention with L_q ≠ L_k, a padding mask and a causal mask) to float32 "
+              "precision.")  # fmt: skip
+    return _check_attention_cases(fn, _attention_cases(), passed, verbose)
 
 
 # The bugs the reader's test must reject: (code, the bug, how a test catches it). The first

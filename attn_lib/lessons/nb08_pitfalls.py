@@ -18,20 +18,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ..attention import scaled_dot_product_attention
 from ..softmax import naive_softmax, stable_softmax
 from ._checking import (
     _SEED,
     CheckResult,
     _call,
-    _call_attention_seeded,
     _call_failed,
     _Case,
-    _close,
-    _explain_error,
+    _check_attention_cases,
     _name_of,
-    _named_mistake,
-    _not_written,
     _not_yet,
     _passed,
     _raised,
@@ -275,48 +270,24 @@ _HEAD_CASES = (  # (B, H, L_q, L_k, d_k, d_v); the last two are where transpose(
 
 
 def _check_attention_4d(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn(query, key, value)`` on (B, H, L, d) tensors: softmax(Q Kᵀ / √d_k) V per head.
-
-    It may return the output (B, H, L_q, d_v) or the pair (output, weights).
+    """Check ``fn(query, key, value)`` on (B, H, L, d) tensors: softmax(Q Kᵀ / √d_k) V per head,
+    the output (B, H, L_q, d_v) or (output, weights).
 
     Returns:
-        CheckResult; ``mistake`` is None or one of "not_written", "bad_return",
-        a code of attn_lib.mistakes ("transpose_1_2", "scale_heads", "softmax_dim", …),
-        "dot_T", "transpose_dims", "error", "weights_wrong", "unknown".
+        CheckResult; ``mistake`` as ``_checking._check_attention_cases`` names it
+        ("transpose_1_2", "scale_heads", "softmax_dim", "dot_T" …).
 
     Source: article section 4.2; Vaswani et al. 2017, sec. 3.2.2 (heads).
     """
-    name = _name_of(fn)
     cases = []
     g = torch.Generator().manual_seed(_SEED + 8)
     for case, (B, H, L_q, L_k, d_k, d_v) in _HEAD_CASES:
         sizes = ((L_q, d_k), (L_k, d_k), (L_k, d_v))
         q, k, v = (torch.randn(B, H, n, d, generator=g) for n, d in sizes)
         cases.append(_Case(case, q, k, v, None))
-    outcomes = _call_attention_seeded(fn, cases, _SEED)
-    if any(isinstance(o.error, NotImplementedError) for o in outcomes):
-        return _not_written(name, verbose)
-    bad = next((o.bad_return for o in outcomes if o.bad_return), None)
-    if bad:
-        return _not_yet("bad_return", f"{name} {bad}", verbose)
-    refs = [scaled_dot_product_attention(c.query, c.key, c.value) for c in cases]
-    ok = [o.error is None and _close(o.output, out) and (o.weights is None or _close(o.weights, w))
-          for o, (out, w) in zip(outcomes, refs, strict=True)]  # fmt: skip
-    if all(ok):
-        return _passed(f"{name} matches attn_lib on all {len(cases)} multi-head cases, including "
-                       f"the two shapes where key.transpose(1, 2) runs silently.", verbose)  # fmt: skip
-    if named := _named_mistake(outcomes, cases):
-        return _not_yet(*named, verbose)
-    for o, case in zip(outcomes, cases, strict=True):
-        if o.error is not None:
-            return _not_yet(*_explain_error(fn, case, o.error), verbose)
-    i = ok.index(False)
-    if _close(outcomes[i].output, refs[i][0]):
-        return _not_yet("weights_wrong", f"Your output is right, but the weights you return are "
-                        f"not softmax(Q Kᵀ / √d_k) (case '{cases[i].name}').", verbose)  # fmt: skip
-    return _not_yet("unknown", f"On the case '{cases[i].name}' your output differs from "
-                    f"softmax(Q Kᵀ / √d_k) V and matches none of the classic mistakes. Compare "
-                    f"your code with it line by line; Kᵀ is key.transpose(-2, -1).", verbose)  # fmt: skip
+    passed = (f"matches attn_lib on all {len(cases)} multi-head cases, including the two "
+              f"shapes where key.transpose(1, 2) runs silently.")  # fmt: skip
+    return _check_attention_cases(fn, cases, passed, verbose)
 
 
 check_stable_softmax = recording("my_softmax", _check_stable_softmax)

@@ -23,7 +23,7 @@ from ._figures import (
     NAN_EDGE,
     NAN_FACE,
     BlitRenderer,
-    WeightsRowSumsView,
+    draw_attention_heatmap,
     freeze_layout,
     new_figure,
     update_attention_heatmap,
@@ -93,29 +93,39 @@ def plot_overflow_gallery(results: Sequence[lesson.SoftmaxOverflow], suptitle: s
     return fig
 
 
-class DropoutView(WeightsRowSumsView):
+class DropoutView:
     """The weights of one dropout setting (dropped cells outlined) beside their row sums."""
 
     def __init__(self, fig: Figure | SubFigure, L: int = 4) -> None:
-        super().__init__(fig, L, mask_legend=False)
-        self.heatmap.ax.set_title("weights (red dashed = dropped)")
-        self.ax_sums.set_xlim(0.0, _SUMS_MAX)
-        self.ax_sums.set_xticks([0.0, 0.5, 1.0, 1.5, 2.0])
-        for text in self.sum_texts:
-            text.set_color("black")
+        ax_w, ax_s = fig.subplots(1, 2, width_ratios=[1.35, 1.0])
+        fig.get_layout_engine().set(wspace=0.08)  # room between the colorbar label and the bars
+        self.heatmap = draw_attention_heatmap(
+            ax_w, np.zeros((L, L)), title="weights (red dashed = dropped)", mask_legend=False
+        )
+        rows = np.arange(L)
+        self.bars = ax_s.barh(rows, np.zeros(L), color="0.55", height=0.6)
+        self.one_line = ax_s.axvline(1.0, color="black", linestyle="--", linewidth=1)
+        ax_s.set(xlim=(0.0, _SUMS_MAX), ylim=(L - 0.5, -0.5), title="row sums",  # row 0 on top
+                 xlabel="sum of row i's weights (--- = 1)", ylabel="query position i")  # fmt: skip
+        ax_s.set_xticks([0.0, 0.5, 1.0, 1.5, 2.0])
+        ax_s.set_yticks(rows, [str(i) for i in rows])
+        self.sum_texts = [ax_s.text(0.02, i, "", va="center", fontsize=10) for i in rows]
+        self.ax_sums, self.suptitle = ax_s, fig.suptitle("")
         style = {"fill": False, "edgecolor": _DROPPED_EDGE, "linestyle": "--", "linewidth": 2.2}
         self.outlines = [  # row by row, as setting.dropped.flatten()
-            self.heatmap.ax.add_patch(Rectangle((j - 0.44, i - 0.44), 0.88, 0.88, **style))
+            ax_w.add_patch(Rectangle((j - 0.44, i - 0.44), 0.88, 0.88, **style))
             for i in range(L)
             for j in range(L)
         ]
 
     @property
     def dynamic_artists(self) -> list[Artist]:
-        """The heatmap's and the row sums' changing artists, the dropped cells' outlines drawn
-        over the weights and under the numbers, as a full draw orders them."""
-        artists = super().dynamic_artists
-        return [*artists[:2], *self.outlines, *artists[2:]]
+        """What :meth:`update` changes, in a full draw's order: the outlines over the weights
+        and under the numbers, the spines and the line at 1 over the image and the bars."""
+        h, cells = self.heatmap, [t for row in self.heatmap.texts for t in row]
+        return [h.image, h.overlay, *self.outlines, *h.ax.spines.values(), *cells,
+                *self.bars.patches, self.one_line, *self.ax_sums.spines.values(),
+                *self.sum_texts, self.suptitle]  # fmt: skip
 
     def update(self, setting: lesson.DropoutSetting) -> None:
         """Show a setting: weights and dropped (L, L), row_sums (L,), title."""

@@ -5,7 +5,6 @@ closes its figure."""
 from __future__ import annotations
 
 import inspect
-from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -31,14 +30,6 @@ def weights_4x4(masked: bool = False) -> tuple[torch.Tensor, torch.Tensor | None
     if keep is not None:
         scores = scores.masked_fill(~keep, float("-inf"))
     return scores.softmax(dim=-1), keep
-
-
-def setting_4x4() -> SimpleNamespace:
-    """What a weights-and-row-sums view shows: (4, 4) causal weights, their row sums, a title."""
-    w, keep = weights_4x4(masked=True)
-    labels = ("0", "1", "2", "3")
-    return SimpleNamespace(weights=w, keep=keep, row_sums=w.sum(dim=-1), key_labels=labels,
-                           title="causal mask")  # fmt: skip
 
 
 def test_heatmap_labels_title_and_colour_scale(ax):
@@ -93,8 +84,6 @@ def test_update_changes_data_in_place(ax):
     assert art.texts[0][1].get_text() == _figures.MASKED_MARK
     assert ax.get_title() == "new"
     assert [t.get_text() for t in ax.get_xticklabels()] == list("wxyz")
-    with pytest.raises(ValueError, match="drawn for"):
-        _figures.update_attention_heatmap(art, torch.zeros(3, 3))
 
 
 def test_bad_inputs_are_refused(ax):
@@ -108,13 +97,11 @@ def test_bad_inputs_are_refused(ax):
 
 def test_pyplot_helpers_and_png():
     before = len(plt.get_fignums())
-    s = setting_4x4()
+    w, keep = weights_4x4(masked=True)
     with plt.rc_context({"figure.dpi": 30}):  # small PNGs: what is checked is that they decode
         figs = [
-            _figures.plot_attention(s.weights, s.keep, key_labels=s.key_labels),
-            _figures.plot_attention_gallery(
-                [(s.weights, s.keep, "a"), (s.weights, None, "b")], suptitle="g"
-            ),
+            _figures.plot_attention(w, keep, key_labels=("0", "1", "2", "3")),
+            _figures.plot_attention_gallery([(w, keep, "a"), (w, None, "b")], suptitle="g"),
         ]
     try:
         assert len(plt.get_fignums()) == before + 2
@@ -136,19 +123,6 @@ def test_new_figure_is_not_managed_by_pyplot():
         fig = _figures.new_figure(figsize=(2, 1), dpi=40)
         fig.subplots()
     decode(_figures.figure_to_png(fig))  # magic bytes and a real decode
-
-
-def test_weights_row_sums_view():
-    fig = _figures.new_figure(dpi=40)
-    view = _figures.WeightsRowSumsView(fig, 4)
-    s = setting_4x4()
-    view.update(s)
-    np.testing.assert_allclose(view.heatmap.image.get_array(), s.weights.numpy())
-    widths = [bar.get_width() for bar in view.bars.patches]
-    np.testing.assert_allclose(widths, s.row_sums.numpy())
-    assert [t.get_text() for t in view.sum_texts] == ["1.0000"] * 4
-    assert fig.get_suptitle() == s.title
-    assert view.ax_sums.get_xlim() == (0.0, 1.25)
 
 
 def test_every_plot_function_closes_its_figure_when_it_raises():
