@@ -1,16 +1,10 @@
 """Faster Agg rendering for the dashboards: text drawn from a cache, PNG encoded in one pass.
 
-A dashboard update redraws a few artists and sends a PNG to the browser; measured on this
-series' dashboards, drawing text took about half of an update (matplotlib 3.11 renders a string
-glyph by glyph through FreeType on every draw) and Pillow's PNG encoder a sixth. Here:
-
-* :class:`TextCachingCanvas` (what :func:`_figures.new_figure` attaches) draws each string from
-  its glyph coverage, computed once per string, font, size, angle and quarter-pixel offset and
-  then kept (tick labels, cell values and titles repeat from one update to the next);
-* :func:`encode_png` writes the canvas as an RGB PNG (no alpha: the figures are opaque) with
-  zlib's fastest level and no row filter, about twice as fast as Pillow's RGBA encoder for the
-  same size.
-
+Measured on the series' dashboards, text took about half of an update (matplotlib 3.11 renders
+each glyph through FreeType on every draw) and Pillow's PNG encoder a sixth. So
+:class:`TextCachingCanvas` (what ``_figures.new_figure`` attaches) keeps each string's glyph
+coverage per font, size, angle and quarter-pixel offset, and :func:`encode_png` writes an opaque
+RGB PNG with zlib's fastest level, no row filter (twice as fast as Pillow's RGBA encoder).
 Used by every notebook with a dashboard (00–10), through ``_figures``.
 """
 
@@ -44,8 +38,7 @@ _glyph_cache: dict[tuple, tuple[int, int, np.ndarray]] = {}
 
 
 def _font_key(prop: FontProperties) -> tuple:
-    """What decides the glyphs of a string: the font properties, and the font lists that
-    generic family names ("sans-serif", "monospace") stand for."""
+    """What decides a string's glyphs: the font properties and what generic families stand for."""
     families = tuple(prop.get_family())
     generic = tuple(tuple(rcParams.get(f"font.{f}", ())) for f in families)
     return (families, generic, prop.get_style(), prop.get_variant(), prop.get_weight(),
@@ -74,8 +67,7 @@ class TextCachingRenderer(RendererAgg):
     """Agg's renderer, drawing plain (non-math) text from cached glyph coverage."""
 
     def _get_font_height_metrics(self, prop: FontProperties) -> tuple:
-        """The font's vertical metrics, which ``Text._get_layout`` asks the renderer for
-        (when it has this method) before reading them from the font on every draw."""
+        """The font's vertical metrics, which ``Text._get_layout`` asks a renderer for, cached."""
         key = (_font_key(prop), self.dpi)
         if key not in _height_metrics:
             _height_metrics[key] = _font_height_metrics(prop, self.dpi)
@@ -114,9 +106,8 @@ class TextCachingRenderer(RendererAgg):
         self, s: str, prop: object, angle: float, offset: tuple[float, float], *,
         flags: object, antialiased: bool, features: object, language: object,
     ) -> tuple[int, int, np.ndarray] | None:  # fmt: skip
-        """The string's glyphs rendered as RendererAgg.draw_text renders them, at ``offset``
-        from the origin, merged into one coverage image: (left, top, uint8 array), or None
-        for a string with no visible glyph."""
+        """The string's glyphs as RendererAgg renders them, at ``offset``, in one coverage image:
+        (left, top, uint8 array), or None for a string with no visible glyph."""
         font = self._prepare_font(prop)
         items = font._layout(s, flags=flags, features=features, language=language)
         cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
@@ -203,13 +194,8 @@ def _batchable(artist: Artist) -> bool:
 
 
 class BatchedDrawing:
-    """Draw artists in order, each run of consecutive bars of one axes as one PolyCollection.
-
-    A bar chart of n bars costs n patch draws (transforms, a graphics context and a path
-    each); one collection of n polygons costs one. The polygons take each bar's geometry,
-    colours, line width and style at draw time, so the bars stay the artists to update.
-    Used by ``_figures.BlitRenderer`` for the artists a dashboard redraws.
-    """
+    """Draw artists in order, each run of bars of one axes as one PolyCollection (one draw, not
+    one per bar), which takes the bars' geometry and style at draw time (``BlitRenderer``)."""
 
     def __init__(self, fig: Figure, artists: Sequence[Artist]) -> None:
         self.fig = fig

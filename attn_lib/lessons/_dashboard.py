@@ -1,17 +1,10 @@
 """The Dashboard base: controls → a pure function → one reused figure → a PNG image.
 
-Every dashboard of the series follows this pattern:
-
-* the controls (``ipywidgets``) are kept in a dict, ``dashboard.controls``;
-* a control change calls :meth:`Dashboard.update`, which reads the control values, asks a pure
-  function (torch only) for the numbers, updates the artists of one ``matplotlib.figure.Figure``
-  built once (no pyplot, so no figure leaks) and writes the PNG into an ``ipywidgets.Image``;
-* nothing is printed and no ``Output`` widget is used, so a notebook that shows a dashboard
-  stays deterministic under nbval;
-* ``dashboard.widget`` is what a notebook displays; its plain-text fallback (what nbval compares
-  and what a viewer without a kernel shows) is a fixed sentence, not a widget repr.
-
-Used by every notebook with a dashboard (00–10); the temperature slider by notebooks 00 and 01.
+A control change calls :meth:`Dashboard.update`: the control values go to a pure function
+(torch only), its numbers update the artists of one ``Figure`` built once (no pyplot) and the PNG
+goes into an ``ipywidgets.Image``. Nothing is printed and no ``Output`` widget is used, and the
+plain-text fallback is a fixed sentence, so a notebook with a dashboard is stable under nbval.
+Used by every notebook with a dashboard (00–10); the temperature slider by 00, 01 and 03.
 """
 
 from __future__ import annotations
@@ -54,13 +47,8 @@ _CHAR_PX, _PADDING_PX = 7.5, 20  # a wide sans-serif at 13 px (DejaVu Sans: 7.3 
 
 
 def _style_toggle(toggle: widgets.ToggleButtons) -> None:
-    """Show a ToggleButtons' label on its buttons' line, and its choice by an icon.
-
-    ipywidgets 8 lays ToggleButtons out as a block, which puts the label on a line of its own
-    above the buttons; a flex row keeps them together. Every button gets the width of the
-    longest label and the icon (at least the width asked for, plus the icon), so no label is
-    cut and the buttons keep their places when the choice moves.
-    """
+    """Keep a ToggleButtons' label on its buttons' line (a flex row) and mark its choice by an
+    icon; every button gets the longest label's width (at least the width asked) plus the icon."""
     toggle.layout.display = "flex"
     toggle.layout.align_items = "center"
     asked = toggle.style.button_width
@@ -94,29 +82,12 @@ def _selection_slider(
 class Dashboard:
     """Base of the series' dashboards: a dict of controls, one figure, one image.
 
-    Subclasses build their controls and figure, call ``super().__init__``,
-    implement :meth:`render` (which must only update existing artists), may
-    override :meth:`to_png` (e.g. to blit), and call ``self.update()`` once at the
-    end of their ``__init__`` so that the image shows the initial setting.
-
-    Args:
-        controls: name → ipywidget with a ``value``; ``render`` receives the values
-            as keyword arguments under these names. Controls that have a
-            ``continuous_update`` trait (sliders, text boxes) get it set to False,
-            so a drag redraws once, when released.
-        figure: a ``matplotlib.figure.Figure`` not managed by pyplot (see
-            :func:`_figures.new_figure`); its dpi sets the PNG's resolution.
-
-    Attributes:
-        controls: the dict of controls.
-        figure: the figure, reused for every update.
-        image: the ``ipywidgets.Image`` showing the figure.
-        status: an ``ipywidgets.HTML`` line, empty unless an update failed.
-        widget: the box to display: controls above the image.
-        last_error: the exception of the last failed update from a control, or None.
-
-    Source: ARCHITECTURE.md of this series (controls → pure function → figure);
-        NOTES_browser_and_nbval.md (why an Image widget and no Output widget).
+    A subclass builds its controls and figure (:func:`_figures.new_figure`), calls
+    ``super().__init__``, implements :meth:`render` (updating existing artists only), may
+    override :meth:`to_png` (to blit) and calls ``self.update()`` at the end of its ``__init__``.
+    ``render`` gets the control values by name; sliders redraw when released, not while dragged.
+    ``widget`` (controls, image, ``status`` line) is displayed; ``last_error`` holds the
+    exception of the last failed update from a control, shown in the status line.
     """
 
     plain_text = "Interactive dashboard (it needs a running Jupyter kernel)."
@@ -153,29 +124,15 @@ class Dashboard:
         return {name: control.value for name, control in self.controls.items()}
 
     def set(self, **values: Any) -> None:
-        """Move several controls at once and redraw once, e.g. ``dash.set(d_k=512, scaled=False)``.
+        """Move several controls, then redraw once: ``dash.set(d_k=512, scaling="none")``.
 
-        Setting the controls one by one (``dash.controls["d_k"].value = 512``) redraws after
-        each; this sets them all, then redraws once, which is what a teacher jumping to a
-        prepared setting wants. Controls not named keep their values; if no value changes,
-        nothing is redrawn. The result does not depend on the order of the arguments, even
-        where one control's range follows another's (a step slider whose maximum follows the
-        sequence length).
-
-        All or nothing: if a value is refused, every control returns to where it was and
-        nothing is redrawn.
-
-        Args:
-            **values: control name → new value (see ``dash.controls`` for the names).
+        In any order (a range that follows another control included); all or nothing: if a
+        value is refused, every control returns to where it was and nothing is redrawn.
 
         Raises:
-            RuntimeError: the dashboard has been closed.
-            KeyError: a name that is not one of this dashboard's controls (the message
-                lists them).
-            ValueError: a value outside a slider's range (a slider would silently clamp
-                it); the message gives the range.
-            traitlets.TraitError: a value the control refuses (e.g. not one of a dropdown's
-                options).
+            RuntimeError: closed. KeyError: not a control's name (the message lists them).
+            ValueError: outside a slider's range (it would clamp it silently).
+            traitlets.TraitError: a value the control refuses (not one of its options).
         """
         if self.closed:
             raise RuntimeError("this dashboard is closed; build a new one.")
@@ -206,8 +163,7 @@ class Dashboard:
 
     @contextlib.contextmanager
     def _held(self) -> Iterator[None]:
-        """Control changes inside the block do not redraw; the previous state comes back
-        after it (so a block inside set() leaves set()'s hold in place)."""
+        """Control changes inside the block do not redraw (blocks nest)."""
         holding, self._holding = self._holding, True
         try:
             yield
@@ -215,8 +171,7 @@ class Dashboard:
             self._holding = holding
 
     def _assign(self, values: Mapping[str, Any]) -> None:
-        """Set controls (no redraw: inside set()). Twice, so that a value clipped by a range
-        that a later control widened (a step slider's maximum) is set again once it fits."""
+        """Set controls, twice: a value clipped by a range a later control widens fits then."""
         for _ in range(2):
             for name, value in values.items():
                 if self.controls[name].value != value:
@@ -227,11 +182,7 @@ class Dashboard:
         raise NotImplementedError
 
     def update(self) -> None:
-        """Recompute for the current control values and refresh the image.
-
-        Raises:
-            RuntimeError: the dashboard has been closed.
-        """
+        """Recompute for the current control values and refresh the image."""
         if self.closed:
             raise RuntimeError("this dashboard is closed; build a new one.")
         self.render(**self.values)
@@ -257,8 +208,7 @@ class Dashboard:
             self.status.value = ""
 
     def _mark_choices_soon(self) -> None:
-        """Update the toggles' icons after _MARK_DELAY_S of stillness when a kernel's event
-        loop runs (a live notebook), at once otherwise (tests, scripts)."""
+        """Update the toggles' icons after _MARK_DELAY_S of stillness in a live kernel, else now."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -293,22 +243,9 @@ class Dashboard:
         return bundle
 
 
-
-
 def control_values(control: widgets.ValueWidget) -> list[Any]:
-    """The values a test or a benchmark should try for one control, current value first.
-
-    Controls with ``options`` (ToggleButtons, Dropdown, SelectionSlider …) give every
-    option; numeric sliders give their minimum, a middle value on the step grid and
-    their maximum; a Checkbox or ToggleButton gives True and False. Other controls give
-    only their current value.
-
-    Args:
-        control: an ipywidget with a ``value``.
-
-    Returns:
-        A list of distinct values, the current one first.
-    """
+    """The distinct values a test or the benchmark tries for a control, the current one first:
+    every option; a slider's minimum, middle (on its step grid) and maximum; True and False."""
     options = getattr(control, "options", None)
     if options:
         values = [o[1] if isinstance(o, tuple) else o for o in options]
@@ -323,38 +260,13 @@ def control_values(control: widgets.ValueWidget) -> list[Any]:
         values = [lo, mid, hi]
     else:
         values = []
-    ordered = [control.value] + [v for v in values if v != control.value]
-    return list(dict.fromkeys(ordered)) if all(_hashable(v) for v in ordered) else ordered
-
-
-def _hashable(v: Any) -> bool:
-    try:
-        hash(v)
-    except TypeError:
-        return False
-    return True
+    ordered = [control.value, *values]
+    return [v for i, v in enumerate(ordered) if v not in ordered[:i]]
 
 
 def measure_update_latency(dashboard: Dashboard, changes: int = 20) -> list[float]:
-    """Time ``changes`` control changes of a dashboard, in milliseconds each.
-
-    Cycles every control through the values of :func:`control_values` (every option;
-    a slider's minimum, middle and maximum; both states of a toggle), one change at a
-    time, and times the synchronous update each change triggers (compute + redraw +
-    PNG), as a reader would experience it minus the browser.
-
-    Args:
-        dashboard: a Dashboard.
-        changes: how many changes to time.
-
-    Returns:
-        The latencies in ms, in order.
-
-    Raises:
-        ValueError: no control with at least two values to try.
-
-    Source: this series' target, a median of at most 100 ms per update.
-    """
+    """Time ``changes`` control changes (compute, redraw, PNG) in ms each, cycling every control
+    through :func:`control_values`; the series' target is a median of at most 100 ms."""
     cyclic = [
         (name, values)
         for name, c in dashboard.controls.items()

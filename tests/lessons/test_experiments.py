@@ -54,7 +54,7 @@ def test_attention_cost_counts():
     assert c.projection_macs == 2 * 1024 * 512 * 3 * 512
     assert c.score_macs == 2 * 1024 * 1024 * 512
     assert c.weighted_sum_macs == c.score_macs
-    assert c.total_macs == c.projection_macs + c.attention_macs
+    assert c.attention_macs == c.score_macs + c.weighted_sum_macs
     assert c.score_matrix_bytes == 2 * 1024 * 1024 * 4  # 8 MiB in float32
     assert (
         _experiments.attention_cost(1024, 512, dtype=torch.float16).score_matrix_bytes == 2 * 2**20
