@@ -87,9 +87,10 @@ class ShapeTable:
     @property
     def title(self) -> str:
         """A one-line summary of the setting."""
-        lengths = f"L = {self.L_q}" if self.mode == "self" else f"L_q = {self.L_q}, L_k = {self.L_k}"
-        return (f"{self.mode}-attention: {'no batch dim' if self.B is None else f'B = {self.B}'}, "
-                f"{lengths}, d_model = {self.d_model}, d_k = {self.d_k}, d_v = {self.d_v}")
+        lengths = f"L = {self.L_q}" if self.mode == "self" else f"L_q = {self.L_q}, L_k = {self.L_k}"  # fmt: skip
+        batch = "no batch dim" if self.B is None else f"B = {self.B}"
+        return (f"{self.mode}-attention: {batch}, {lengths}, d_model = {self.d_model}, "
+                f"d_k = {self.d_k}, d_v = {self.d_v}")  # fmt: skip
 
 
 def shape_table(

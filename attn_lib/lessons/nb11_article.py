@@ -18,6 +18,7 @@ from ..attention import SingleHeadAttention, scaled_dot_product_attention
 from ..masks import causal_mask
 from ..softmax import naive_softmax, softmax_jacobian, stable_softmax
 from ._checking import attempted, mark_attempted
+from ._experiments import _generator
 
 __all__ = ["QUESTIONS", "Question", "Recheck", "check_quiz", "recheck_claims", "show_answers"]
 
@@ -30,10 +31,6 @@ class Recheck:
     row: int
     measured: str
     holds: bool
-
-
-def _generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def _cost_rows() -> list[Recheck]:
@@ -60,7 +57,7 @@ def _cost_rows() -> list[Recheck]:
                 abs(share[96] - 0.5) < 1e-9 and share[64] < 0.5 < share[256]),
         Recheck(2, f"shuffled input -> shuffled output: {same}; with a causal mask: {not broken}",
                 same and broken),
-    ]
+    ]  # fmt: skip
 
 
 def _qkv_rows() -> list[Recheck]:
@@ -76,7 +73,7 @@ def _qkv_rows() -> list[Recheck]:
         Recheck(10, f"d_model = 8, d_k = 4 runs: output {tuple(out.shape)}",
                 tuple(out.shape) == (2, 4, 4)),
         Recheck(11, f"nn.Linear(8, 4).bias is None: {linear.bias is None}", linear.bias is not None),
-    ]
+    ]  # fmt: skip
 
 
 def _scaling_rows() -> list[Recheck]:
@@ -94,7 +91,7 @@ def _scaling_rows() -> list[Recheck]:
     scores = q @ k.transpose(-2, -1)  # (64, 1, L)
     peak, naive = scores.abs().max().item(), naive_softmax(scores)
     one_hot = (unscaled.amax(-1) > 0.99).float().mean().item()
-    jac = [softmax_jacobian(w_).flatten(-2).norm(dim=-1).median().item() for w_ in (unscaled, scaled)]
+    jac = [softmax_jacobian(w_).flatten(-2).norm(dim=-1).median().item() for w_ in (unscaled, scaled)]  # fmt: skip
     s = torch.tensor([2.0, -1.0, 0.5])
     shift = (stable_softmax(s + 5.0) - stable_softmax(s)).abs().max().item()
     return [
@@ -108,7 +105,7 @@ def _scaling_rows() -> list[Recheck]:
                    f"naive softmax is finite and equals the stable one",
                 peak < 88.7 and torch.allclose(naive, unscaled)),
         Recheck(8, f"max |softmax(s + 5) - softmax(s)| = {shift:.4f}", shift < 1e-6),
-    ]
+    ]  # fmt: skip
 
 
 def _code_rows() -> list[Recheck]:
@@ -119,7 +116,7 @@ def _code_rows() -> list[Recheck]:
         raised_2d = False
     except IndexError:
         raised_2d = True
-    q, k = torch.randn(2, 3, 3, 3, generator=gen), torch.randn(2, 3, 3, 3, generator=gen)  # L = H = d_k
+    q, k = (torch.randn(2, 3, 3, 3, generator=gen) for _ in range(2))  # L = H = d_k
     wrong = q @ k.transpose(1, 2)  # (B, H, L, d_k) -> swaps H and L: no error
     right = q @ k.transpose(-2, -1)
     scores = torch.tensor([[1.0, 2.0, 3.0]])
@@ -141,7 +138,7 @@ def _code_rows() -> list[Recheck]:
                     f"{torch.allclose(by_d_k.sum(-1), torch.ones(1, 4))}; an all-blocked row "
                     f"sums to {sums[1]:.4f} in attn_lib",
                 torch.allclose(by_d_k.sum(-1), torch.ones(1, 4)) and sums[1].item() == 0.0),
-    ]
+    ]  # fmt: skip
 
 
 def _pytorch_rows() -> list[Recheck]:
@@ -179,7 +176,7 @@ def _pytorch_rows() -> list[Recheck]:
                 not half_ok and torch.allclose(uniform, torch.full((1, 4), 0.25))),
         Recheck(17, f"B = L = 3, mask (B, L) without unsqueeze: no error, outputs differ: "
                     f"{not torch.allclose(right, silent)}", not torch.allclose(right, silent)),
-    ]
+    ]  # fmt: skip
 
 
 def _numerics_rows() -> list[Recheck]:
@@ -196,7 +193,7 @@ def _numerics_rows() -> list[Recheck]:
         Recheck(20, f"dropout (p = 0.5) after softmax, training: rows summing to 1: "
                     f"{(sums == 1).float().mean():.1f}; their mean: {sums.mean():.1f}",
                 (sums == 1).float().mean() < 0.5 and abs(sums.mean().item() - 1) < 0.05),
-    ]
+    ]  # fmt: skip
 
 
 def recheck_claims() -> list[Recheck]:
@@ -283,7 +280,7 @@ QUESTIONS = [
               "c": "once L is larger than d_k"},
              "b", "Projections cost 6·L·d_model·d_k FLOPs, Q Kᵀ and A V 4·L²·d_k: equal at "
                   "L = 1.5 · d_model.", "10"),
-]
+]  # fmt: skip
 
 
 def check_quiz(answers: dict[int, str]) -> int:
@@ -297,7 +294,7 @@ def check_quiz(answers: dict[int, str]) -> int:
     """
     if not isinstance(answers, dict) or not answers:
         print(f"Not answered yet: fill in `my_answers` with a letter for each of the "
-              f"{len(QUESTIONS)} questions, e.g. {{1: \"a\", 2: \"b\"}}, and run this cell again.")
+              f"{len(QUESTIONS)} questions, e.g. {{1: \"a\", 2: \"b\"}}, and run this cell again.")  # fmt: skip
         return 0
     mark_attempted("quiz")
     right = 0
@@ -308,7 +305,7 @@ def check_quiz(answers: dict[int, str]) -> int:
             print(f"{number}. right.")
         elif choice in question.options:
             print(f"{number}. not quite: \"{question.options[choice]}\" is not it. Notebook "
-                  f"{question.where} shows why.")
+                  f"{question.where} shows why.")  # fmt: skip
         else:
             print(f"{number}. no answer (options: {', '.join(question.options)}).")
     print(f"{right} of {len(QUESTIONS)} right. Run show_answers() for every answer and why.")
@@ -319,8 +316,8 @@ def show_answers() -> None:
     """Print each question's right answer and why, once the quiz has been tried."""
     if not attempted("quiz"):
         print("Try the quiz first: fill in `my_answers` and run check_quiz. Then run this cell "
-              "again to see the answers.")
+              "again to see the answers.")  # fmt: skip
         return
     for number, question in enumerate(QUESTIONS, start=1):
         print(f"{number}. {question.options[question.answer]}. {question.why} "
-              f"(notebook {question.where})")
+              f"(notebook {question.where})")  # fmt: skip
