@@ -107,17 +107,9 @@ def expected_shapes(
 
 
 def _check_shape_predictions(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn(B, L_q, L_k, d_model, d_k, d_v)`` → {"Q": shape, …, "output": shape}.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "missing", "width_d_model", "query_length", "key_length", "key_transposed",
-        "value_width", "value_length", "scores_transposed", "scores_width",
-        "scores_square", "weights_shape", "output_width", "output_length",
-        "output_is_weights", "batch_missing", "wrong_shape".
-
-    Source: article section 2.3; attn_lib.shape_trace.
-    """
+    """Check ``fn(B, L_q, L_k, d_model, d_k, d_v)`` → {"Q": shape, …, "output": shape};
+    ``mistake`` names the wrong shape as ``_checking._shape_hint`` does ("width_d_model",
+    "key_transposed", "batch_missing" …). Source: article section 2.3."""
     name = _name_of(fn)
     for sizes in _SHAPE_CASES:
         got, err = _call(fn, *sizes)

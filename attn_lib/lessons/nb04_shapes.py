@@ -51,15 +51,10 @@ class ShapeRow:
 
 @dataclass(frozen=True)
 class ShapeTable:
-    """Every shape of one attention computation, from the sizes alone.
-
-    Attributes:
-        mode: "self" (keys and values from x) or "cross" (from a second sequence, the context).
-        B: batch size, or None for unbatched (L, d_model) input.
-        L_q, L_k, d_model, d_k, d_v: the sizes (L_k = L_q in self-attention).
-        rows: x, (context,) W_Q, W_K, W_V, Q, K, V, Kᵀ, scores, weights, output. The W are in
-            the article's layout (d_model, d_out); nn.Linear stores the transpose.
-    """
+    """Every shape of one attention computation, from the sizes alone: ``mode`` "self" or
+    "cross" (keys and values from the context), B None for unbatched input, and the rows x,
+    (context,) W_Q, W_K, W_V (the article's (d_model, d_out) layout), Q, K, V, Kᵀ, scores, weights,
+    output."""
 
     mode: str
     B: int | None
@@ -96,15 +91,8 @@ class ShapeTable:
 def shape_table(
     B: int | None, L_q: int, L_k: int | None, d_model: int, d_k: int, d_v: int, mode: str = "self"
 ) -> ShapeTable:
-    """The shape table of attention for these sizes, computed from the shapes alone.
-
-    Args:
-        B: batch size, or None for unbatched input. L_q: queries. L_k: keys in
-            cross-attention; ignored (may be None) in self-attention, where L_k = L_q.
-        d_model, d_k, d_v: widths. mode: "self" or "cross".
-
-    Source: Vaswani et al. 2017, eq. (1); article section 2.3 (write every shape down).
-    """
+    """The shape table of attention for these sizes (B None: unbatched; L_k ignored in
+    self-attention). Source: Vaswani et al. 2017, eq. (1); article section 2.3."""
     cross = mode == "cross"
     L_k = L_k if cross else L_q
     batch, b = ((), "") if B is None else ((B,), "B, ")
@@ -137,17 +125,9 @@ STEP_SHAPES_SETTING = {"B": 3, "L_q": 5, "L_k": 7, "d_model": 32, "d_k": 16, "d_
 
 
 def _check_step_shapes(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn()``: a dict of the shapes of "Kᵀ" (or "K_T"), "scores", "weights" and
-    "output" for :data:`STEP_SHAPES_SETTING`, each a tuple, list or torch.Size.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "missing", "key_not_transposed", "key_transpose_length", "scores_transposed",
-        "scores_width", "scores_square", "weights_shape", "output_width", "output_length",
-        "output_is_weights", "batch_missing", "wrong_shape".
-
-    Source: article section 2.3; attn_lib.shape_trace.
-    """
+    """Check ``fn()`` → {"Kᵀ" (or "K_T"), "scores", "weights", "output": shape} for
+    :data:`STEP_SHAPES_SETTING`; ``mistake`` names the wrong shape ("key_not_transposed",
+    "scores_transposed", "batch_missing" …). Source: article section 2.3."""
     name = _name_of(fn)
     sizes = B, L_q, L_k, _, d_k, d_v = tuple(STEP_SHAPES_SETTING.values())
     got, err = _call(fn)
@@ -188,14 +168,8 @@ def _blend_cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _check_blend(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn(weights, V)``: the output Σ_j weights[..., i, j] V[..., j, :], written out.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "summed_over_d_v", "summed_over_queries", "wrong_values", "used_matmul".
-
-    Source: article section 2.2 (each output row a weighted average of the values).
-    """
+    """Check ``fn(weights, V)`` → Σ_j weights[..., i, j] V[..., j, :], written out; ``mistake``
+    None, "summed_over_d_v", "summed_over_queries", "wrong_values", "used_matmul" … (article 2.2)."""
     name = _name_of(fn)
     for weights, V in _blend_cases():
         B, L_q, L_k = weights.shape

@@ -188,22 +188,11 @@ class ShapeView:
                 self.titles[1]]  # fmt: skip
 
 
-def draw_shapes(fig: Figure, t: ShapeTable) -> ShapeView:
-    """Draw the projections, the attention (boxes to scale) and the shape table on ``fig``
-    (an empty figure); returns the view, for updates.
-
-    Source: article section 2.3 (write down the shape of every intermediate result).
-    """
-    view = ShapeView(fig)
-    view.update(t)
-    return view
-
-
 @_closes_figures_on_error
 def plot_shapes(t: ShapeTable) -> Figure:
-    """:func:`draw_shapes` in a new pyplot figure (end the cell with ``plt.show()``)."""
+    """:class:`ShapeView` of one setting in a new pyplot figure. Source: article section 2.3."""
     fig = plt.figure()
-    draw_shapes(fig, t)
+    ShapeView(fig).update(t)
     return fig
 
 
@@ -225,12 +214,8 @@ def plot_shape_gallery(tables: Sequence[ShapeTable], *, suptitle: str) -> Figure
 
 
 class ShapeDashboard(Dashboard):
-    """Every shape of softmax(Q Kᵀ / √d_k) V, drawn to scale, for sizes the reader picks.
-
-    Controls: the sizes within :data:`LIMITS` (L_k only in cross-attention) and ``mode``.
-    Every change calls :func:`nb04_shapes.shape_table` (kept as ``result``) and updates a
-    :class:`ShapeView` (``view``). Source: article section 2.3; Vaswani et al. 2017, eq. (1).
-    """
+    """Every shape of softmax(Q Kᵀ / √d_k) V, drawn to scale, for sizes within :data:`LIMITS`
+    (L_k in cross-attention only) and the mode; ``result`` is the :class:`ShapeTable` shown."""
 
     plain_text = (
         "Dashboard: the shapes of attention for the sizes B, L_q, L_k, d_model, d_k, d_v "

@@ -95,19 +95,9 @@ def _verdict(value: object) -> bool | None:
 
 
 def _check_attention_test(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check the reader's test ``fn(attention) → bool`` of an attention function.
-
-    ``attention(query, key, value, mask=None)`` returns (output, weights). The test must
-    return True for attn_lib's own attention and False for four bugs (÷ d_k, an inverted mask,
-    K Qᵀ, softmax over the queries). An exception raised while testing a bug counts as False.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "rejects_right", "misses_scale_d_k", "misses_inverted_mask", "misses_k_q",
-        "misses_softmax_dim".
-
-    Source: article section 3.3 (the row-sum check); this notebook's section 4.
-    """
+    """Check the reader's test ``fn(attention) → bool``: True for attn_lib's attention, False
+    (or an exception) for the four bugs of :data:`_BUGS`; ``mistake`` "rejects_right",
+    "misses_scale_d_k", "misses_inverted_mask", "misses_k_q", "misses_softmax_dim" …"""
     name = _name_of(fn)
     verdict, err = _call(fn, scaled_dot_product_attention)
     if err is not None and not isinstance(err, AssertionError):

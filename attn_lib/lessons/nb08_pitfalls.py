@@ -213,17 +213,9 @@ def _same_values(got: object, want: torch.Tensor) -> bool:
 
 
 def _check_stable_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn(x)``: softmax over the last dim that does not overflow.
-
-    Cases: random float32 scores (3, 5); float32 scores up to 1000; float16 scores up to 20;
-    a 3-D batch (2, 3, 4); a row with a -inf (masked) score.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of "not_written", "error", "bad_return",
-        "wrong_shape", "naive", "global_max", "min_not_max", "softmax_dim", "unknown".
-
-    Source: article section 4.3 (the max trick); torch.softmax.
-    """
+    """Check ``fn(x)``: softmax over the last dim that does not overflow, on float32 scores up
+    to 1000, float16 up to 20, a batch and a -inf score; ``mistake`` "naive", "global_max",
+    "min_not_max", "softmax_dim" … Source: article section 4.3 (the max trick)."""
     name = _name_of(fn)
     cases = _softmax_cases()
     outs = []

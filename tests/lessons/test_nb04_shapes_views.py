@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("headless_backend")
 
 def drawn(fig) -> tuple[set[tuple[float, float]], str]:
     """(rows, cols) of every box drawn, and the shape table's text as drawn (its two columns
-    of text put back together, line by line), in a draw_shapes figure."""
+    of text put back together, line by line), in a ShapeView figure."""
     ax = fig.axes[0]
     boxes = {(p.get_height(), p.get_width()) for p in ax.patches if p.get_visible()}
     left, right = sorted(
