@@ -106,13 +106,8 @@ def conv_layers(distance: torch.Tensor, kernel_size: int) -> torch.Tensor:
 
 
 class WordOrder(NamedTuple):
-    """Two orders of the same tokens through one self-attention.
-
-    Attributes:
-        weights_a, weights_b: (L, L) attention weights.
-        match: (L,) int64, match[i] is the position in sentence b of token i of sentence a.
-        deviation: (L,), max |output_a[i] − output_b[match[i]]| per token i of sentence a.
-    """
+    """Two orders of the same tokens through one self-attention: weights (L, L) each; match
+    (L,), where token i of a stands in b; deviation (L,), max |output_a[i] − output_b[match[i]]|."""
 
     weights_a: torch.Tensor
     weights_b: torch.Tensor
@@ -200,13 +195,8 @@ _RETRIEVE_MISTAKES = (
 
 
 def _check_retrieve(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn(query, keys, values, temperature)`` → (weights, blended), as retrieve gives.
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "no_temperature", "temperature_multiplied", "sum_normalised", "hard_max",
-        "scores_as_weights", "blend_keys", "blend_unweighted", "blend_wrong", "unknown".
-    """
+    """Check ``fn(query, keys, values, temperature)`` → (weights, blended), as retrieve gives;
+    ``mistake`` a code of :data:`_RETRIEVE_MISTAKES`, "blend_wrong", "unknown" …"""
     name, cases, got = _name_of(fn), _retrieve_cases(), []
     for desc, q, k, v, T in cases:
         answer, err = _call(fn, q.clone(), k.clone(), v.clone(), T)
@@ -257,12 +247,8 @@ _PERMUTATION_MISTAKES = (
 
 
 def _check_permuted_output(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn(output, perm)`` → f(x[perm]) without running f, given output = f(x) (L, d_v).
-
-    Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "inverse_permutation", "unchanged", "columns_permuted", "unknown".
-    """
+    """Check ``fn(output, perm)`` → f(x[perm]) without running f, given output = f(x) (L, d_v);
+    ``mistake`` a code of :data:`_PERMUTATION_MISTAKES`, "unknown" …"""
     name = _name_of(fn)
     model = seeded_attention(8, 8, d_v=6, seed=_SEED)
     g = torch.Generator().manual_seed(_SEED)
