@@ -1,14 +1,15 @@
 """tools/cpu_kernels.py: the second set of CPU kernels that CI re-runs nbval under.
 
-Checks: the description names the ATen capability and any kernel variable set; the second
-configuration really changes computed float32 values here (else re-running nbval under it
-would prove nothing); the environment it hands pytest replaces, not adds to, the kernel
-variables; .ci/run runs it after the README's test command.
+Checks: the description names the ATen capability and any kernel variable set; the environment
+it hands pytest replaces, not adds to, the kernel variables; .ci/run runs it after the README's
+test command. (That the second configuration really changes computed float32 values is checked
+by the tool itself before every such run: `nbval` exits with an error when no candidate changes
+anything, so CI proves it on its own machine; a test here would start torch in a fresh process,
+~2 s of CPU.)
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -26,20 +27,6 @@ def test_describe_names_the_kernels(monkeypatch):
     assert "native kernels" in line
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
     assert "MKL_CBWR=COMPATIBLE" in kernels.describe()
-
-
-def test_the_second_configuration_changes_results(monkeypatch):
-    kernels = load_tool("cpu_kernels")
-    # The kernels are chosen when torch starts, so each candidate needs a fresh process; the
-    # native one is this process's when no kernel variable is set here (one torch start less).
-    if not set(kernels.KERNEL_VARS) & set(os.environ):
-        native, under = kernels.fingerprint(), kernels.fingerprint_under
-        monkeypatch.setattr(
-            kernels, "fingerprint_under", lambda config: under(config) if config else native
-        )
-    config, changed = kernels.second_configuration()
-    assert config in kernels.CANDIDATES and changed
-    assert set(changed) <= set(kernels.fingerprint())
 
 
 def test_environment_replaces_the_kernel_variables(monkeypatch):
