@@ -67,3 +67,14 @@ def test_p2b_reports_the_browser_tests_latencies(benchmark, tmp_path, capsys):
     ]
     assert "round trip alone (a box swapping ready-made PNGs): 45 ms" in out
     benchmark.rows.clear()
+
+
+def test_p1_sorts_test_cases_into_notebooks_unit_tests_and_the_browser_test(benchmark):
+    import xml.etree.ElementTree as ET
+
+    def case(classname):
+        return ET.Element("testcase", classname=classname, name="x", time="1.0")
+
+    assert benchmark.group_of(case("notebooks.en.07_masks.ipynb")) == "notebooks"
+    assert benchmark.group_of(case("tests.test_browser")) == "browser"
+    assert benchmark.group_of(case("tests.lessons.test_nb07_masks_views")) == "unit"
