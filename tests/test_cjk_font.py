@@ -62,6 +62,10 @@ def test_cjk_text_draws_without_a_missing_glyph_warning(figure_characters, caplo
 
 def test_a_character_outside_the_subset_is_still_reported():
     """The check above can fail: a character the subset lacks warns as before."""
+    if plt.rcParams["font.family"][-2:-1] != [] and plt.rcParams["font.family"][-2] in (
+        _figures.SYSTEM_CJK_FAMILIES
+    ):
+        pytest.skip("a full CJK font of this system draws every character")
     fig = plt.figure()
     fig.text(0.5, 0.5, "猫")
     try:
@@ -92,3 +96,9 @@ def test_the_font_ships_in_the_package_with_its_licence():
     globs = config["tool"]["setuptools"]["package-data"]["attn_lib.lessons"]
     shipped = {p for g in globs for p in fonts.parent.glob(g)}
     assert {*_figures.CJK_FONTS, fonts / "OFL.txt"} <= shipped
+
+
+def test_a_full_system_cjk_font_comes_before_the_subset():
+    assert _figures.cjk_fallbacks({"DejaVu Sans"}) == [_figures.CJK_FAMILY]
+    found = _figures.cjk_fallbacks({"DejaVu Sans", "Microsoft YaHei", "Noto Sans CJK SC"})
+    assert found == ["Noto Sans CJK SC", _figures.CJK_FAMILY]

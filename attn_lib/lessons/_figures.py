@@ -35,16 +35,31 @@ _R = TypeVar("_R")
 
 # Chinese characters in figures (我爱你, the article's sentences) come from few-KB subsets of
 # Noto Sans CJK SC bundled beside this file (tools/build_cjk_font.py; licence in fonts/OFL.txt),
-# registered once as a fallback family: text keeps the series' font, and only the glyphs that
-# font lacks are drawn from the subset. No network, no font cache rebuild.
+# registered once as the last fallback family: text keeps the series' font, and only the glyphs
+# that font lacks are drawn from a CJK font. A full CJK font of the system, when there is one,
+# comes before the subset, so that a learner's own sentences draw too.
 CJK_FAMILY = "AttnLib CJK"
 CJK_FONTS = tuple(
     Path(__file__).with_name("fonts") / f"AttnLibCJK-{w}.otf" for w in ("Regular", "Bold")
 )
+SYSTEM_CJK_FAMILIES = (  # Linux, macOS, Windows
+    "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Micro Hei",
+    "WenQuanYi Zen Hei", "Droid Sans Fallback", "PingFang SC", "Hiragino Sans GB", "Heiti SC",
+    "Microsoft YaHei", "SimHei", "DengXian",
+)  # fmt: skip
+
+
+def cjk_fallbacks(installed: set[str]) -> list[str]:
+    """The CJK fallback families, in order: the first full system font found, then the subset."""
+    system = [family for family in SYSTEM_CJK_FAMILIES if family in installed]
+    return [*system[:1], CJK_FAMILY]
+
+
 for _path in CJK_FONTS:
     font_manager.fontManager.addfont(_path)
 if CJK_FAMILY not in plt.rcParams["font.family"]:
-    plt.rcParams["font.family"] = [*plt.rcParams["font.family"], CJK_FAMILY]
+    _installed = {font.name for font in font_manager.fontManager.ttflist}
+    plt.rcParams["font.family"] = [*plt.rcParams["font.family"], *cjk_fallbacks(_installed)]
 
 
 def _closes_figures_on_error(plot: Callable[_P, _R]) -> Callable[_P, _R]:
