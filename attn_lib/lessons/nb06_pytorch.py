@@ -7,8 +7,9 @@ yourself" (``check_mha_forward``, ``check_mha_mask`` and their solutions).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -54,6 +55,18 @@ def agreement(a: torch.Tensor, b: torch.Tensor, ulps: int = ULPS) -> str:
     eps = torch.finfo(b.dtype).eps
     torch.testing.assert_close(a, b, rtol=0.0, atol=ulps * eps * b.abs().max().item())
     return f"within {ulps} {str(b.dtype).removeprefix('torch.')} ulps"
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch on one thread: for tensors this small two threads only wait on each other (under
+    load, 50 times slower than one)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _article_setup() -> tuple[torch.Tensor, nn.MultiheadAttention, tuple[torch.Tensor, ...]]:
@@ -119,7 +132,7 @@ def _as_passed(convention: str, keep: torch.Tensor, full: torch.Tensor) -> tuple
 def _cell_text(shown: torch.Tensor) -> tuple[tuple[str, ...], ...]:
     """(L, L) bool or additive mask → its values as they read in code: "True", "0", "-inf"."""
     return tuple(tuple(str(v) if isinstance(v, bool) else "-inf" if v < 0 else "0" for v in row)
-                 for row in shown.tolist())
+                 for row in shown.tolist())  # fmt: skip
 
 
 @functools.cache
@@ -136,17 +149,17 @@ def convention_setting(
     """
     if convention not in MASK_CONVENTIONS or mask not in CONVENTION_MASK_CHOICES:
         raise ValueError(f"convention must be one of {tuple(MASK_CONVENTIONS)} and mask one "
-                         f"of {CONVENTION_MASK_CHOICES}; got {convention!r}, {mask!r}.")
+                         f"of {CONVENTION_MASK_CHOICES}; got {convention!r}, {mask!r}.")  # fmt: skip
     if isinstance(batch_index, bool) or batch_index not in range(_B):
         raise ValueError(f"batch_index must be 0 or 1, got {batch_index!r}.")
-    (x, mha, (Q, K, V)), b, B, L = _article_setup(), batch_index, _B, _L
-    keep = _keep_mask(mask)  # None, (B, 1, L), (L, L) or (B, L, L)
-    full = torch.ones(B, L, L, dtype=torch.bool)
-    mha_mask, sdpa_mask, shown, blocked = None, None, None, torch.zeros_like(full)
-    if keep is not None:
-        full = full & keep  # (B, L, L)
-        mha_mask, sdpa_mask, shown, blocked = _as_passed(convention, keep, full)
-    with torch.no_grad():
+    with _one_thread(), torch.no_grad():
+        (x, mha, (Q, K, V)), b, B, L = _article_setup(), batch_index, _B, _L
+        keep = _keep_mask(mask)  # None, (B, 1, L), (L, L) or (B, L, L)
+        full = torch.ones(B, L, L, dtype=torch.bool)
+        mha_mask, sdpa_mask, shown, blocked = None, None, None, torch.zeros_like(full)
+        if keep is not None:
+            full = full & keep  # (B, L, L)
+            mha_mask, sdpa_mask, shown, blocked = _as_passed(convention, keep, full)
         _, w_lib = scaled_dot_product_attention(Q, K, V, keep)  # (B, L, L)
         _, w_mha = mha(x, x, x, attn_mask=mha_mask)  # (B, L, L)
         eye = torch.eye(L).expand(B, L, L)  # value = I: the output is the weights
@@ -188,7 +201,7 @@ def _mha_cases() -> list[tuple[str, nn.MultiheadAttention, torch.Tensor]]:
 
 
 def _attend(mha: nn.MultiheadAttention, x: torch.Tensor, *, swap_qk: bool = False,
-            in_bias: bool = True, scale: float | None = None) -> torch.Tensor:
+            in_bias: bool = True, scale: float | None = None) -> torch.Tensor:  # fmt: skip
     """The attention output before out_proj, (B, L, E), with optional mistakes."""
     b = mha.in_proj_bias.chunk(3) if in_bias and mha.in_proj_bias is not None else [None] * 3
     Q, K, V = (F.linear(x, w, bias) for w, bias in zip(mha.in_proj_weight.chunk(3), b))
@@ -222,7 +235,7 @@ _MHA_MISTAKES: list[tuple[str, str, Callable]] = [  # (code, explanation, the wr
     ("no_scale",
      "Your scores are not divided by √d_k; with one head nn.MultiheadAttention scales by 1/√E.",
      lambda m, x: m.out_proj(_attend(m, x, scale=1.0))),
-]
+]  # fmt: skip
 
 
 def _check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
@@ -248,26 +261,26 @@ def _check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
         if calls:
             return _not_yet("called_module", f"{name} calls the module itself, so it cannot "
                             "disagree with it: slice in_proj_weight, attend, then apply "
-                            "mha.out_proj.", verbose)
+                            "mha.out_proj.", verbose)  # fmt: skip
         result = result[0] if isinstance(result, tuple | list) and len(result) == 2 else result
         if not isinstance(result, torch.Tensor):
             return _not_yet("bad_return", f"{name} returned {type(result).__name__}; return the "
-                            "output tensor (B, L, E).", verbose)
+                            "output tensor (B, L, E).", verbose)  # fmt: skip
         if result.shape != x.shape:
             return _not_yet("wrong_shape", f"On the case {case} your output has shape "
                             f"{tuple(result.shape)}; the module returns (B, L, E) = "
-                            f"{tuple(x.shape)}.", verbose)
+                            f"{tuple(x.shape)}.", verbose)  # fmt: skip
         outputs.append(result.detach())
     with torch.no_grad():
         if all(_close(o, m(x, x, x)[0]) for o, (_, m, x) in zip(outputs, cases, strict=True)):
             return _passed(f"{name} reproduces nn.MultiheadAttention's output on all "
-                           f"{len(cases)} cases, with and without biases.", verbose)
+                           f"{len(cases)} cases, with and without biases.", verbose)  # fmt: skip
         for code, why, make in _MHA_MISTAKES:
             if all(_close(o, make(m, x)) for o, (_, m, x) in zip(outputs, cases, strict=True)):
                 return _not_yet(code, why, verbose)
     return _not_yet("unknown", "Your output matches none of the usual single mistakes. Check "
                     "each step against the module: the three slices of in_proj_weight (and "
-                    "in_proj_bias), softmax(Q Kᵀ / √E) V, then mha.out_proj.", verbose)
+                    "in_proj_bias), softmax(Q Kᵀ / √E) V, then mha.out_proj.", verbose)  # fmt: skip
 
 
 def solution_mha_forward(mha: nn.MultiheadAttention, x: torch.Tensor) -> torch.Tensor:
@@ -303,33 +316,33 @@ def _verdict_on_masks(name: str, cases: list, results: list, verbose: bool) -> C
     pairs = [(m, ~k.bool()) for (_, k), m in zip(cases, results, strict=True)]
     if all(m.dtype == torch.bool and torch.equal(m, b) for m, b in pairs):
         return _passed(f"{name} gives nn.MultiheadAttention's attn_mask: bool, True where "
-                       "attention is blocked (the opposite of the article's mask).", verbose)
+                       "attention is blocked (the opposite of the article's mask).", verbose)  # fmt: skip
     if all(m.is_floating_point() and torch.equal(m <= _VERY_NEGATIVE, b)
-           and bool((m[~b] == 0).all()) for m, b in pairs):
+           and bool((m[~b] == 0).all()) for m, b in pairs):  # fmt: skip
         return _passed(f"{name} returns an additive mask (0 where kept, a very negative number "
                        "where blocked); MHA adds it to the scores, which blocks the same "
-                       "cells.", verbose)
+                       "cells.", verbose)  # fmt: skip
     if any(set(m.unique().tolist()) <= {-1, -2} for m, _ in pairs):  # ~ on an int tensor
         return _not_yet("bitwise_not_int", "Your mask holds -1 and -2: `~` on an integer tensor "
                         "is a bitwise not (1 → -2, 0 → -1). Compare instead: `keep == 0`.",
-                        verbose)
+                        verbose)  # fmt: skip
     if all(not m.is_floating_point() and torch.equal(m != 0, ~b) for m, b in pairs):
         return _not_yet("not_inverted", "Your mask still says True = may attend, but "
                         "nn.MultiheadAttention reads True as *blocked*: every query would attend "
                         "only to the keys it should not see, and a query allowed every key would "
-                        "get none (NaN). Invert it: `keep == 0`.", verbose)
+                        "get none (NaN). Invert it: `keep == 0`.", verbose)  # fmt: skip
     (desc, _), (m, b) = next((c, p) for c, p in zip(cases, pairs, strict=True)
-                             if not (p[0].dtype == torch.bool and torch.equal(*p)))
+                             if not (p[0].dtype == torch.bool and torch.equal(*p)))  # fmt: skip
     if m.is_floating_point():
         values = ", ".join(f"{v:g}" for v in sorted(set(m.flatten().tolist()))[:4])
         return _not_yet("float_mask", f"For {desc}, your mask is a float tensor holding "
                         f"{values}. MHA *adds* a float mask to the scores (a 1 only nudges a "
                         "score): it must be 0 where a query may attend and -inf where it may "
-                        "not. Simplest: a bool mask, `keep == 0`.", verbose)
+                        "not. Simplest: a bool mask, `keep == 0`.", verbose)  # fmt: skip
     return _not_yet("unknown", f"For {desc}, your attn_mask ({m.dtype}) differs from the "
                     "expected one (bool, True = blocked) in "
                     f"{_mask_difference(m != 0, b, 'blocked', 'may attend')}. MHA takes bool "
-                    "or float masks: return `keep == 0`.", verbose)
+                    "or float masks: return `keep == 0`.", verbose)  # fmt: skip
 
 
 def _check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
@@ -346,11 +359,11 @@ def _check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
             return _call_failed(name, err, f"For {desc}, {name} raised {_raised(err)}.", verbose)
         if not isinstance(m, torch.Tensor):
             return _not_yet("bad_return", f"For {desc}, {name} returned {type(m).__name__}; "
-                            "return a bool tensor of the same shape.", verbose)
+                            "return a bool tensor of the same shape.", verbose)  # fmt: skip
         if m.shape != keep.shape:
             return _not_yet("wrong_shape", f"For {desc}, your mask has shape {tuple(m.shape)}; "
                             f"it must keep the shape {tuple(keep.shape)}: only the meaning of "
-                            "True changes.", verbose)
+                            "True changes.", verbose)  # fmt: skip
         results.append(m)
     return _verdict_on_masks(name, cases, results, verbose)
 
