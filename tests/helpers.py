@@ -17,6 +17,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
@@ -145,6 +146,22 @@ class SharedDashboard:
         if self.dash is not None:
             with no_new_figures(f"closing {self.what}"):
                 self.dash.close()
+
+
+def dashboard_fixtures(factory: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """A test module's two dashboard fixtures: ``shared_dashboard`` (module scope, one
+    SharedDashboard of ``factory(*args, **kwargs)``) and ``dashboard`` (per test, it reset).
+    Use: ``shared_dashboard, dashboard = dashboard_fixtures(MaskDashboard)``."""
+
+    @pytest.fixture(scope="module", name="shared_dashboard")
+    def shared(headless_backend: None) -> Iterator[SharedDashboard]:
+        yield from SharedDashboard.fixture(factory, *args, **kwargs)
+
+    @pytest.fixture(name="dashboard")
+    def dashboard(shared_dashboard: SharedDashboard) -> Iterator[Any]:
+        yield from shared_dashboard.use()
+
+    return shared, dashboard
 
 
 def blit_mismatch(dash: Any, dynamic: Any = None) -> float:

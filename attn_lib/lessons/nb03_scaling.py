@@ -1,16 +1,14 @@
-"""Notebook 03's experiments and checkers (torch only).
-
-Used by notebook 03 (Scaling and softmax saturation), sections "3 · Saturation: large scores
-make rows one-hot", "4 · Gradients, measured honestly", "5 · What the scale is for",
-"6 · Why √d_k and not d_k", "7 · The dashboard: d_k, scaling, temperature" and
-"8 · Check yourself".
-"""
+"""Notebook 03's experiments and checkers (torch only), used by its sections "3 · Saturation:
+large scores make rows one-hot", "4 · Gradients, measured honestly", "5 · What the scale is
+for", "6 · Why √d_k and not d_k", "7 · The dashboard: d_k, scaling, temperature" and
+"8 · Check yourself"."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 import torch
 
@@ -37,42 +35,13 @@ def score_divisor(d_k: int, scaling: str) -> float:
     return {"none": 1.0, "sqrt": math.sqrt(d_k), "linear": float(d_k)}[scaling]
 
 
-def _row_statistics(
-    raw: torch.Tensor, keys: torch.Tensor, upstream: torch.Tensor, multiplier: float
-) -> dict[str, torch.Tensor]:
-    """Softmax, Jacobian and ∂loss/∂q of rows of raw scores q·k_j (float64).
-
-    raw (..., L); keys (L, d_k) for one row or (n, L, d_k) for rows (n, L_q, L);
-    upstream (..., L) = g = ∂loss/∂weights, broadcast over the rows.
-    """
-    scores = raw * multiplier  # (..., L)
-    weights = torch.softmax(scores, dim=-1)  # (..., L)
-    jac = softmax_jacobian(weights)  # (..., L, L)
-    # ∂loss/∂scores = J g = p ⊙ (g − p·g): the same as jac @ g, without the matmul.
-    d_scores = weights * (upstream - (weights * upstream).sum(dim=-1, keepdim=True))
-    grad_q = multiplier * (d_scores @ keys)  # (..., d_k): multiplier · Kᵀ J g
-    return {
-        "scores": scores, "weights": weights, "jacobian": jac,
-        "max_weight": weights.amax(dim=-1), "entropy": entropy(weights),
-        "jacobian_norm": torch.linalg.matrix_norm(jac),  # Frobenius
-        "grad_q": grad_q, "grad_norm": grad_q.norm(dim=-1),
-    }  # fmt: skip
-
-
 @dataclass(frozen=True)
 class SaturationCurve:
-    """Saturation statistics against d_k for one scaling; each statistic is (n_d_k,) float64.
+    """Saturation statistics against d_k for one scaling at a temperature: L keys per row,
+    n_rows rows per d_k, a row saturated when its ‖J‖_F < ``threshold``. d_k and each statistic
+    (medians over the rows, entropy in nats; the saturated fraction; ‖∂loss/∂q‖'s median, mean
+    and 99th percentile) are (n_d_k,) tensors."""
 
-    Attributes:
-        scaling, temperature: the setting. L: keys per row. n_rows: rows per d_k.
-        threshold: a row is saturated when its ‖J‖_F is below it.
-        d_k: (n_d_k,) int64.
-        median_max_weight, median_entropy: medians over the rows (entropy in nats).
-        saturated_fraction: the fraction of saturated rows.
-        grad_norm_median, grad_norm_mean, grad_norm_p99: of ‖∂loss/∂q‖ over the rows.
-    """
-
-    scaling: str
     temperature: float
     L: int
     n_rows: int
@@ -88,71 +57,76 @@ class SaturationCurve:
     def at(self, d_k: int) -> dict[str, float]:
         """Every statistic at one of the computed d_k, as floats."""
         i = self.d_k.tolist().index(d_k)
-        return {f.name: float(getattr(self, f.name)[i]) for f in fields(self)[6:]}
+        return {f.name: float(getattr(self, f.name)[i]) for f in fields(self)[5:]}
+
+
+@lru_cache(maxsize=4)
+def _draws(d_ks: tuple[int, ...], L: int, n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
+    """Per d_k, float64: the raw scores Q Kᵀ (n, L, L), the keys' Gram matrices K Kᵀ (n, L, L)
+    and g = ∂loss/∂weights (n, 1, L), one per sequence. Cached: every temperature reuses them."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for d_k in d_ks:
+        Q, K = (torch.randn(n, L, d_k, generator=g) for _ in range(2))  # (n, L, d_k) each
+        upstream = torch.randn(n, 1, L, generator=g).double()  # (n, 1, L)
+        K64 = K.double()
+        out.append(((Q @ K.transpose(-2, -1)).double(), K64 @ K64.transpose(-2, -1), upstream))
+    return out
+
+
+def _statistics(raw: torch.Tensor, gram: torch.Tensor, upstream: torch.Tensor,
+                multiplier: float, threshold: float) -> list[float]:  # fmt: skip
+    """The curve's six statistics over the rows of softmax(multiplier · raw), in field order."""
+    scores = raw * multiplier  # (n, L_q, L_k)
+    top = scores.amax(dim=-1, keepdim=True)  # (n, L_q, 1)
+    e = (scores - top).exp()
+    z = e.sum(dim=-1, keepdim=True)  # (n, L_q, 1)
+    weights = e / z  # softmax; its largest entry is 1/z
+    # −Σ p log p = log z + top − Σ p s: one log per row instead of one per weight.
+    row_entropy = (z.log() + top).squeeze(-1) - (weights * scores).sum(dim=-1)
+    # ∂loss/∂scores = J g = p ⊙ (g − p·g), and ‖∂loss/∂q‖² = multiplier² (Jg)ᵀ K Kᵀ (Jg).
+    d_scores = weights * (upstream - (weights * upstream).sum(dim=-1, keepdim=True))
+    grad = multiplier * ((d_scores @ gram) * d_scores).sum(dim=-1).clamp_min(0).sqrt().flatten()
+    # ‖diag(p) − p pᵀ‖_F² = Σ p² − 2 Σ p³ + (Σ p²)², without building the (L, L) Jacobians.
+    p2 = weights.square().sum(dim=-1)
+    jacobian_norm = (p2 - 2 * weights.pow(3).sum(dim=-1) + p2.square()).clamp_min(0).sqrt()
+    p50, p99 = torch.quantile(grad, torch.tensor([0.5, 0.99], dtype=torch.float64)).tolist()
+    return [(1 / z).median().item(), row_entropy.median().item(),
+            (jacobian_norm < threshold).double().mean().item(), p50, grad.mean().item(), p99]  # fmt: skip
 
 
 def saturation_curves(
     d_ks: Sequence[int] = SATURATION_D_KS, scalings: Sequence[str] = SCALINGS, *, L: int = 16,
     n_sequences: int = 64, temperature: float = 1.0, threshold: float = 1e-3, seed: int = 0,
 ) -> dict[str, SaturationCurve]:  # fmt: skip
-    """How saturated softmax rows are, and how much gradient reaches q, against d_k.
-
-    For each d_k: ``n_sequences`` sequences of L tokens with N(0, 1) queries and keys, all
-    n_sequences·L rows of softmax(Q Kᵀ / (divisor · temperature)), the same draws for every
-    scaling. The loss is a fixed readout of the outputs, so g = ∂loss/∂weights has N(0, 1)
-    entries (one g per sequence), and ∂loss/∂q = Kᵀ J g / (divisor · temperature).
-
-    Returns:
-        {scaling: SaturationCurve}, in the order of ``scalings``.
+    """{scaling: SaturationCurve}: how saturated softmax rows are, and how much gradient
+    reaches q, against d_k. Per d_k, ``n_sequences`` sequences of L tokens, N(0, 1) queries and
+    keys (the same draws for every scaling and temperature), all their rows of
+    softmax(Q Kᵀ / (divisor · temperature)); the loss is a fixed readout of the outputs, so
+    g = ∂loss/∂weights has N(0, 1) entries and ∂loss/∂q = Kᵀ J g / (divisor · temperature).
 
     Source: Vaswani et al. 2017, sec. 3.2.1 ("pushes the softmax function into regions
         where it has extremely small gradients"); article section 2.2.
     """
-    g = torch.Generator().manual_seed(seed)
-    levels = torch.tensor([0.5, 0.99], dtype=torch.float64)
-    stats: dict[str, dict[str, list[float]]] = {s: {} for s in scalings}
-    for d_k in d_ks:
-        Q = torch.randn(n_sequences, L, d_k, generator=g)  # (n, L, d_k)
-        K = torch.randn(n_sequences, L, d_k, generator=g)  # (n, L, d_k)
-        upstream = torch.randn(n_sequences, 1, L, generator=g).double()  # (n, 1, L)
-        raw = (Q @ K.transpose(-2, -1)).double()  # (n, L_q, L_k)
-        for s in scalings:
-            multiplier = 1 / (score_divisor(d_k, s) * temperature)
-            r = _row_statistics(raw, K.double(), upstream, multiplier)
-            grad = r["grad_norm"].flatten()  # (n·L,)
-            p50, p99 = torch.quantile(grad, levels).tolist()
-            for key, value in (
-                ("median_max_weight", r["max_weight"].median().item()),
-                ("median_entropy", r["entropy"].median().item()),
-                ("saturated_fraction", (r["jacobian_norm"] < threshold).double().mean().item()),
-                ("grad_norm_median", p50), ("grad_norm_mean", grad.mean().item()),
-                ("grad_norm_p99", p99),
-            ):  # fmt: skip
-                stats[s].setdefault(key, []).append(value)
-    return {
-        s: SaturationCurve(
-            s, temperature, L, n_sequences * L, threshold, torch.tensor(d_ks),
-            **{key: torch.tensor(values, dtype=torch.float64) for key, values in stats[s].items()},
-        )
-        for s in scalings
-    }
+    draws = _draws(tuple(d_ks), L, n_sequences, seed)
+    names = [f.name for f in fields(SaturationCurve)[5:]]
+    curves = {}
+    for s in scalings:
+        stats = [_statistics(*d, 1 / (score_divisor(d_k, s) * temperature), threshold)
+                 for d_k, d in zip(d_ks, draws, strict=True)]  # fmt: skip
+        columns = torch.tensor(stats, dtype=torch.float64).T  # (6, n_d_k)
+        curves[s] = SaturationCurve(temperature, L, n_sequences * L, threshold, torch.tensor(d_ks),
+                                    **dict(zip(names, columns, strict=True)))  # fmt: skip
+    return curves
 
 
 @dataclass(frozen=True)
 class SaturationRow:
-    """One query against L keys at a given d_k, scaling and temperature (float64).
-
-    Attributes:
-        d_k, scaling, temperature: the setting.
-        query: (d_k,). keys: (L, d_k). upstream: (L,), g = ∂loss/∂weights.
-        scores: (L,), q·k_j ÷ (divisor · temperature). weights: (L,). jacobian: (L, L).
-        grad_q: (d_k,), ∂loss/∂q.
-        max_weight, entropy (nats), jacobian_norm (Frobenius), grad_norm: floats.
-    """
+    """One query (d_k,) against keys (L, d_k), float64: upstream g = ∂loss/∂weights (L,),
+    scores q·k_j ÷ (divisor · temperature) (L,), weights (L,), Jacobian (L, L), grad_q =
+    ∂loss/∂q (d_k,), and as floats the largest weight, entropy (nats), ‖J‖_F and ‖grad_q‖."""
 
     d_k: int
-    scaling: str
-    temperature: float
     query: torch.Tensor
     keys: torch.Tensor
     upstream: torch.Tensor
@@ -169,11 +143,9 @@ class SaturationRow:
 def saturation_row(
     d_k: int, scaling: str = "sqrt", temperature: float = 1.0, *, L: int = 16, seed: int = 0
 ) -> SaturationRow:
-    """One query against L keys: scores, weights, Jacobian and ∂loss/∂q (saturation_curves' row)
-
-    Rows are nested across widths: the query and keys at d_k are the first d_k coordinates
-    of those at 1024, so moving the dashboard's d_k slider adds dimensions to the same vectors;
-    g does not depend on d_k.
+    """One query against L keys. Nested across widths: the query and keys at d_k are the first
+    d_k coordinates of those at 1024 (the dashboard's d_k slider adds dimensions to the same
+    vectors), and g does not depend on d_k.
 
     Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
     """
@@ -183,10 +155,13 @@ def saturation_row(
     draws = torch.randn(max(d_k, 1024), L + 1, generator=g, dtype=torch.float64)[:d_k]
     query, keys = draws[:, 0], draws[:, 1:].T.contiguous()  # (d_k,), (L, d_k)
     multiplier = 1 / (score_divisor(d_k, scaling) * temperature)
-    r = _row_statistics(keys @ query, keys, upstream, multiplier)
-    floats = {name: r.pop(name).item() for name in ("max_weight", "entropy", "jacobian_norm",
-                                                     "grad_norm")}  # fmt: skip
-    return SaturationRow(d_k, scaling, temperature, query, keys, upstream, **r, **floats)
+    scores = keys @ query * multiplier  # (L,)
+    weights = torch.softmax(scores, dim=-1)  # (L,)
+    jacobian = softmax_jacobian(weights)  # (L, L)
+    grad_q = multiplier * (keys.T @ (jacobian @ upstream))  # (d_k,): multiplier · Kᵀ J g
+    return SaturationRow(d_k, query, keys, upstream, scores, weights,
+                         jacobian, grad_q, weights.max().item(), entropy(weights).item(),
+                         torch.linalg.matrix_norm(jacobian).item(), grad_q.norm().item())  # fmt: skip
 
 
 # ------------------------------------------------------------------------- check yourself
@@ -214,55 +189,45 @@ _SCALE_MISTAKES = (
 )  # fmt: skip
 
 
-def _scaled_variance(multiplier: float, sigma2: float, d_k: int, n: int = 4000) -> float:
-    """Monte Carlo Var(multiplier · q·k) for q, k with N(0, σ²) entries (seeded)."""
-    g = torch.Generator().manual_seed(_SEED)
-    q = torch.randn(n, d_k, generator=g, dtype=torch.float64) * math.sqrt(sigma2)
-    k = torch.randn(n, d_k, generator=g, dtype=torch.float64) * math.sqrt(sigma2)
-    return (multiplier * (q * k).sum(dim=-1)).var().item()
+def _verdict(got: list, args: Sequence[tuple], right: Callable, mistakes: Sequence[tuple],
+             close: Callable, verbose: bool, *, passed: str, unknown: str, note: str = "",
+             ) -> CheckResult:  # fmt: skip
+    """Passed if ``right`` gives ``got`` on every case's arguments, else the first (code, why,
+    formula) of ``mistakes`` that does (why + note), else "unknown"."""
+    for code, why, formula in ((None, passed, right), *mistakes):
+        if all(close(x, formula(*a)) for x, a in zip(got, args, strict=True)):
+            return _passed(why, verbose) if code is None else _not_yet(code, why + note, verbose)
+    return _not_yet("unknown", unknown, verbose)
 
 
 def _check_score_scale(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn(entry_variance, d_k)``: the multiplier c that gives c · q·k variance 1.
-
-    For i.i.d. zero-mean entries of variance σ², Var(q·k) = d_k σ⁴, so c = 1 / (σ² √d_k).
-    Returns a CheckResult whose ``mistake`` is None or one of "not_written", "error",
-    "bad_return", the codes of ``_SCALE_MISTAKES``, "unknown".
+    """Check ``fn(entry_variance, d_k)``: the multiplier c that gives c · q·k variance 1, that is
+    1 / (σ² √d_k), since Var(q·k) = d_k σ⁴ for i.i.d. zero-mean entries of variance σ².
+    ``mistake``: None, "not_written", "error", "bad_return", a code of _SCALE_MISTAKES, "unknown".
 
     Source: Vaswani et al. 2017, sec. 3.2.1, footnote 4; article section 2.2.
     """
-    name = _name_of(fn)
-    got = []
+    name, got = _name_of(fn), []
     for sigma2, d_k in _SCALE_CASES:
         value, err = _call(fn, sigma2, d_k)
         if err is not None:
-            message = (f"For entry_variance={sigma2:.4g}, d_k={d_k} your function raised "
-                       f"{_raised(err)}. Fix that line and run the check again.")  # fmt: skip
-            return _call_failed(name, err, message, verbose)
+            return _call_failed(name, err, f"For entry_variance={sigma2:.4g}, d_k={d_k} your "
+                                f"function raised {_raised(err)}. Fix that line and run the "
+                                "check again.", verbose)  # fmt: skip
         number, ok = _number(value)
         if not ok:
             return _not_yet("bad_return", f"{name} returned {type(value).__name__}; return one "
                             "number, the multiplier c (a float, or a tensor holding one "
                             "number).", verbose)  # fmt: skip
         got.append(float(number))
-
-    def all_match(formula: Callable[[float, int], float]) -> bool:
-        return all(math.isclose(c, formula(s2, d), rel_tol=1e-6)
-                   for c, (s2, d) in zip(got, _SCALE_CASES, strict=True))  # fmt: skip
-
-    monte_carlo = (f"With your multiplier for σ² = 1/3, d_k = 64 (c = {got[1]:.4g}), the scaled "
-                   f"scores have variance {_scaled_variance(got[1], 1 / 3, 64):.3f} (Monte "
-                   f"Carlo, 4000 pairs)")  # fmt: skip
-    if all_match(lambda s2, d: 1 / (s2 * math.sqrt(d))):
-        return _passed(f"c = 1 / (σ² √d_k) on all {len(_SCALE_CASES)} cases. {monte_carlo}, as "
-                       "it should be (1 up to sampling noise of about 0.02).", verbose)
-    for code, why, formula in _SCALE_MISTAKES:
-        if all_match(formula):
-            return _not_yet(code, f"{why} {monte_carlo}.", verbose)
-    return _not_yet("unknown", f"For σ² = 1, d_k = 64 you return {got[0]:.4g} (expected 0.125), "
-                    f"and your answers match none of the usual slips. {monte_carlo}; it should "
-                    "be about 1. Start from Var(q·k) = d_k σ⁴ and Var(c·X) = c² Var(X).",
-                    verbose)  # fmt: skip
+    variance = (f"With your multiplier for σ² = 1/3, d_k = 64 (c = {got[1]:.4g}), the scaled "
+                f"scores have variance c² d_k σ⁴ = {got[1] ** 2 * 64 / 9:.3f}")  # fmt: skip
+    return _verdict(got, _SCALE_CASES, solution_scale, _SCALE_MISTAKES,
+                    lambda a, b: math.isclose(a, b, rel_tol=1e-6), verbose, note=f" {variance}.",
+                    passed=f"c = 1 / (σ² √d_k) on all {len(_SCALE_CASES)} cases. {variance}.",
+                    unknown=(f"For σ² = 1, d_k = 64 you return {got[0]:.4g} (expected 0.125), and "
+                             f"your answers match none of the usual slips. {variance}; it should "
+                             "be about 1. Start from Var(q·k) = d_k σ⁴ and Var(c·X) = c² Var(X)."))  # fmt: skip
 
 
 def _jacobian_cases() -> list[tuple[str, torch.Tensor]]:
@@ -291,20 +256,17 @@ _JACOBIAN_MISTAKES = (
 
 def _check_softmax_jacobian(fn: Callable, *, verbose: bool = True) -> CheckResult:
     """Check ``fn(p)``: for one row of weights p (L,), the (L, L) Jacobian diag(p) − p pᵀ.
-
-    Returns a CheckResult whose ``mistake`` is None or one of "not_written", "error",
-    "bad_return", "wrong_shape", the codes of ``_JACOBIAN_MISTAKES``, "unknown".
+    ``mistake``: None, "not_written", "error", "bad_return", "wrong_shape", a code of
+    _JACOBIAN_MISTAKES, "unknown".
 
     Source: Bishop, Pattern Recognition and Machine Learning, eq. (4.106).
     """
-    name = _name_of(fn)
-    cases = _jacobian_cases()
-    got = []
+    name, cases, got = _name_of(fn), _jacobian_cases(), []
     for desc, p in cases:
         out, err = _call(fn, p.clone())
         if err is not None:
-            message = f"On {desc} (shape {tuple(p.shape)}) your function raised {_raised(err)}."
-            return _call_failed(name, err, message, verbose)
+            return _call_failed(name, err, f"On {desc} (shape {tuple(p.shape)}) your function "
+                                f"raised {_raised(err)}.", verbose)  # fmt: skip
         if not isinstance(out, torch.Tensor):
             return _not_yet("bad_return", f"{name} returned {type(out).__name__}; return an "
                             "(L, L) tensor.", verbose)  # fmt: skip
@@ -314,21 +276,14 @@ def _check_softmax_jacobian(fn: Callable, *, verbose: bool = True) -> CheckResul
                             "per weight p_i, one column per score s_j. `torch.outer(p, p)` is the "
                             "outer product p pᵀ.", verbose)  # fmt: skip
         got.append(out.detach().to(torch.float32))
-
-    def all_match(make: Callable[[torch.Tensor], torch.Tensor]) -> bool:
-        return all(torch.allclose(out, make(p), rtol=1e-4, atol=1e-6)
-                   for out, (_, p) in zip(got, cases, strict=True))  # fmt: skip
-
-    if all_match(softmax_jacobian):
-        return _passed(f"{name} gives diag(p) − p pᵀ on all {len(cases)} cases. For the one-hot "
-                       "row it is the zero matrix: a saturated row passes no gradient back to its "
-                       "scores.", verbose)  # fmt: skip
-    for code, why, make in _JACOBIAN_MISTAKES:
-        if all_match(make):
-            return _not_yet(code, why, verbose)
-    return _not_yet("unknown", f"For p = {[round(v, 4) for v in cases[0][1].tolist()]} your "
-                    "matrix differs from diag(p) − p pᵀ, and matches none of the usual slips. "
-                    "Entry (i, j) is p_i (δ_ij − p_j).", verbose)  # fmt: skip
+    return _verdict(got, [(p,) for _, p in cases], softmax_jacobian, _JACOBIAN_MISTAKES,
+                    lambda a, b: torch.allclose(a, b, rtol=1e-4, atol=1e-6), verbose,
+                    passed=(f"{name} gives diag(p) − p pᵀ on all {len(cases)} cases. For the "
+                            "one-hot row it is the zero matrix: a saturated row passes no gradient "
+                            "back to its scores."),
+                    unknown=(f"For p = {[round(v, 4) for v in cases[0][1].tolist()]} your matrix "
+                             "differs from diag(p) − p pᵀ, and matches none of the usual slips. "
+                             "Entry (i, j) is p_i (δ_ij − p_j)."))  # fmt: skip
 
 
 check_score_scale = recording("my_scale", _check_score_scale)

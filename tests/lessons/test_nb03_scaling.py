@@ -135,14 +135,14 @@ def test_check_score_scale(fn, mistake):
     result = check_score_scale(fn, verbose=False)
     assert bool(result) == (mistake is None) and result.mistake == mistake
     if mistake not in ("bad_return", "error"):
-        assert "Monte Carlo" in " ".join(result.message.split())
+        assert "variance c² d_k σ⁴ =" in " ".join(result.message.split())
 
 
 def test_score_scale_feedback_reports_the_variance_it_gives():
     good = check_score_scale(lambda s2, d: 1 / (s2 * math.sqrt(d)), verbose=False)
-    assert "variance 1.0" in " ".join(good.message.split())  # ≈ 1 with the right multiplier
+    assert "σ⁴ = 1.000." in " ".join(good.message.split())
     slip = check_score_scale(lambda s2, d: 1 / math.sqrt(d), verbose=False)
-    assert "variance 0.1" in " ".join(slip.message.split())  # 1/√d_k, σ² = 1/3: Var = σ⁴ = 1/9
+    assert "σ⁴ = 0.111." in " ".join(slip.message.split())  # 1/√d_k, σ² = 1/3: Var = σ⁴ = 1/9
 
 
 @pytest.mark.parametrize(
