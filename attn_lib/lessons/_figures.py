@@ -1,7 +1,7 @@
 """Figures shared by every notebook: the one attention colormap, the heatmap, dashboards' figures.
 
 Queries on the y axis, keys on the x axis, ``ATTENTION_CMAP`` on a fixed 0–1 scale, masked cells
-grey with a "×" (STYLE.md). ``draw_``/``update_`` work on given axes (a dashboard updates one
+grey with a "×". ``draw_``/``update_`` work on given axes (a dashboard updates one
 ``Figure``); ``plot_`` make a pyplot figure for a cell. Used by every notebook with a heatmap or
 a dashboard (00–10); the NaN colours by 06 and 08; the weight colours of bars by 00 and 01.
 """
@@ -338,7 +338,7 @@ class BlitRenderer:
 
     They are marked animated, so a full draw (the background) leaves them out; it is cached
     per ``background_key``. For a figure whose layout is frozen and whose other artists change
-    only with ``background_key``. Source: matplotlib tutorial "Faster rendering by using blitting".
+    only with ``background_key``: matplotlib's blitting, to PNG bytes.
     """
 
     def __init__(self, fig: Figure, dynamic: Sequence[Artist]) -> None:
