@@ -95,15 +95,7 @@ class SharedDashboard:
     gets a new one next time. Caches inside the dashboard stay warm: a test about what a
     cold cache does builds its own dashboard.
 
-    Use it as a module-scoped fixture plus a function-scoped one::
-
-        @pytest.fixture(scope="module")
-        def shared(headless_backend):
-            yield from SharedDashboard.fixture(MaskDashboard)
-
-        @pytest.fixture
-        def dashboard(shared):
-            yield from shared.use()
+    :func:`dashboard_fixtures` makes the two fixtures that use it (module scope, then per test).
     """
 
     def __init__(self, factory: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -1,12 +1,9 @@
-"""Notebook 10's data, experiments and checkers (torch only).
-
-Used by notebook 10 (What attention costs), sections "2 · Memory: scores and weights grow as
-L²" (peak_intermediate_bytes, format_bytes), "3 · Time, measured" (time_attention,
-timing_table), "4 · Attention without the L × L matrix" (online_softmax_walk), "5 · What
+"""Notebook 10's experiments and checkers (torch only), used by its sections "2 · Memory: scores
+and weights grow as L²" (peak_intermediate_bytes, format_bytes), "3 · Time, measured"
+(time_attention), "4 · Attention without the L × L matrix" (online_softmax_walk), "5 · What
 chunking saves, and what it does not" (peak_intermediate_bytes, log_slope, largest_new_tensor,
-matmul_flops), "6 · The dashboard" and "7 · Check yourself" (the checkers and their solutions).
-The benchmark (tools/benchmark.py, P4) uses peak_intermediate_bytes too.
-"""
+matmul_flops), "6 · The dashboard" and "7 · Check yourself"; tools/benchmark.py (P4) uses
+peak_intermediate_bytes too."""
 
 from __future__ import annotations
 
@@ -38,7 +35,7 @@ from ._checking import (
     _value_difference,
     recording,
 )
-from ._experiments import _dims, _generator, crossover_length
+from ._experiments import _generator, crossover_length
 
 # Section 5's three ways to hold attention's intermediates (peak_intermediate_bytes's
 # method="naive"; the default; query_block_size=block_size), as the figure labels them.
@@ -62,16 +59,15 @@ def peak_intermediate_bytes(L_q: int, L_k: int, d_k: int, d_v: int, *,
                             block_size: int = DEFAULT_BLOCK_SIZE, query_block_size: int | None = None,
                             batch: tuple[int, ...] = (), dtype: torch.dtype = torch.float32,
                             method: str = "chunked") -> int:  # fmt: skip
-    """Bytes of the intermediates attention holds at once, from the tensors' sizes.
+    """Bytes of the intermediates attention holds at once (not inputs, output, masks), from sizes.
 
-    Inputs, output and masks are not counted. ``method="naive"`` is the article's code: the
-    scores and the weights, 2·L_q·L_k numbers in the inputs' dtype. ``"chunked"`` is
-    attn_lib.chunked_attention, with n_q = query_block_size (or L_q) and n_k = min(block_size,
-    L_k), in float32 for float16/bfloat16 inputs: the block's scores n_q·n_k (overwritten by
-    their exponentials), the scaled query block n_q·d_k, the accumulator and p·V 2·n_q·d_v, the
-    running max, sum and per-row helpers 8·n_q, a copy of the key block n_k·d_k, and for half
-    precision the float32 key and value blocks n_k·(d_k + d_v). None of it grows with L_k.
-    Per batch slice; ``batch`` is the leading dims.
+    ``method="naive"`` is the article's code: scores and weights, 2·L_q·L_k numbers in the
+    inputs' dtype. ``"chunked"`` is attn_lib.chunked_attention, n_q = query_block_size (or L_q),
+    n_k = min(block_size, L_k), in float32 for half-precision inputs: the block's scores n_q·n_k
+    (overwritten by their exponentials), the scaled query block n_q·d_k, the accumulator and
+    p·V 2·n_q·d_v, the running max, sum and row helpers 8·n_q, a copy of the key block n_k·d_k,
+    and for half precision the float32 key and value blocks n_k·(d_k + d_v): nothing grows with
+    L_k. Times the leading ``batch`` dims.
     """
     slices = math.prod(batch)
     if method == "naive":
@@ -79,69 +75,49 @@ def peak_intermediate_bytes(L_q: int, L_k: int, d_k: int, d_v: int, *,
     n_q = L_q if query_block_size is None else min(query_block_size, L_q)
     n_k = min(block_size, L_k)
     half = dtype in (torch.float16, torch.bfloat16)
-    itemsize = torch.float32.itemsize if half else dtype.itemsize
-    numbers = n_q * n_k + n_q * d_k + 2 * n_q * d_v + 8 * n_q + n_k * d_k
-    if half:
-        numbers += n_k * (d_k + d_v)
-    return numbers * slices * itemsize
+    numbers = n_q * n_k + n_q * d_k + 2 * n_q * d_v + 8 * n_q + n_k * d_k + half * n_k * (d_k + d_v)
+    return numbers * slices * (torch.float32.itemsize if half else dtype.itemsize)
 
 
 def log_slope(x: Sequence[float], y: Sequence[float]) -> float:
     """Least-squares slope of log y against log x: a power law y ∝ x^p has slope p."""
-    lx = torch.tensor([math.log(float(v)) for v in x], dtype=torch.float64)
-    ly = torch.tensor([math.log(float(v)) for v in y], dtype=torch.float64)
+    lx, ly = (torch.tensor([math.log(float(v)) for v in t], dtype=torch.float64) for t in (x, y))
     dx = lx - lx.mean()
     return float((dx * (ly - ly.mean())).sum() / (dx * dx).sum())
 
 
 def time_attention(methods: Mapping[str, Callable], lengths: Sequence[int], *, d_k: int = 64,
                    repeats: int = 3, seed: int = 0) -> dict[str, dict[int, float]]:  # fmt: skip
-    """Median milliseconds per call of each method on (1, L, d_k) float32 q, k, v, for each L.
-
-    For each L: q, k, v drawn once (seeded); a warm-up round, then ``repeats`` rounds in which
-    the methods take turns (a slow spell of a shared machine hits them alike); each method's
-    median. One intra-op thread, no autograd. Volatile: show, never assert.
-
-    Returns:
-        method → {L: median ms}.
-    """
-    g = _generator(seed)
-    ms: dict[str, dict[int, float]] = {name: {} for name in methods}
+    """method → {L: median CPU ms per call} on (1, L, d_k) float32 q, k, v (seeded), after a
+    warm-up round, over ``repeats`` rounds in which the methods take turns; one intra-op thread,
+    no autograd. The calling thread's CPU time: a busy machine delays a call but does not add to
+    it. Still volatile (caches, CPU, build): assert only what no machine changes."""
+    g, ms = _generator(seed), {name: {} for name in methods}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.no_grad():
-            for L in _dims("lengths", lengths):
-                q, k, v = (torch.randn(1, L, d_k, generator=g) for _ in range(3))  # (1, L, d_k)
-                seconds: dict[str, list[float]] = {name: [] for name in methods}
-                for _ in range(repeats + 1):  # the first round warms up
-                    for name, fn in methods.items():
-                        start = time.perf_counter()
+        for L in lengths:
+            q, k, v = (torch.randn(1, L, d_k, generator=g) for _ in range(3))  # (1, L, d_k)
+            seconds: dict[str, list[float]] = {name: [] for name in methods}
+            for _ in range(repeats + 1):  # the first round warms up
+                for name, fn in methods.items():
+                    start = time.thread_time()
+                    with torch.no_grad():
                         fn(q, k, v)
-                        seconds[name].append(time.perf_counter() - start)
-                for name, s in seconds.items():
-                    ms[name][L] = 1000.0 * statistics.median(s[1:])
+                    seconds[name].append(time.thread_time() - start)
+            for name, s in seconds.items():
+                ms[name][L] = 1000.0 * statistics.median(s[1:])
     finally:
         torch.set_num_threads(threads)
     return ms
 
 
-def timing_table(ms: Mapping[str, Mapping[int, float]]) -> str:
-    """One row per L, one '12.34 ms' per method (nbval's sanitiser masks exactly these)."""
-    lengths = sorted({L for times in ms.values() for L in times})
-    rows = [f"{'L':>6}" + "".join(f"{name:>13}" for name in ms)]
-    rows += [f"{L:>6}" + "".join(f"{times[L]:>10.2f} ms" for times in ms.values())
-             for L in lengths]  # fmt: skip
-    return "\n".join(rows)
-
-
 def largest_new_tensor(fn: Callable[[], object]) -> tuple[tuple[int, ...], int]:
-    """Run ``fn()`` and return (shape, bytes) of the largest tensor its PyTorch calls created.
+    """Run ``fn()``; (shape, bytes) of the largest tensor its PyTorch calls created.
 
-    Every PyTorch function or tensor method the code calls (``@``, ``torch.exp``,
-    ``masked_fill``, …) is intercepted (a ``TorchFunctionMode``); a returned tensor counts
-    unless its storage is one of the call's arguments' (an in-place result, a view). Buffers
-    a single C++ kernel frees before returning are not seen.
+    Every PyTorch function or tensor method it calls (``@``, ``torch.exp``, ``masked_fill``, …)
+    is intercepted (a ``TorchFunctionMode``); a result counts unless its storage is an
+    argument's (an in-place result, a view). Buffers freed inside one C++ kernel are not seen.
 
     Source: torch.overrides.TorchFunctionMode (PyTorch's ``__torch_function__`` protocol).
     """
@@ -170,14 +146,13 @@ _MATMULS = {torch.matmul, _T.matmul, _T.__matmul__, torch.mm, _T.mm, torch.bmm, 
 
 
 def matmul_flops(fn: Callable[[], object]) -> int:
-    """Run ``fn()`` and count the FLOPs of its matrix products.
+    """Run ``fn()``; the FLOPs of its matrix products.
 
-    Each ``@``, ``matmul``, ``mm`` or ``bmm`` of matrices (or batches of them),
-    (a × b) @ (b × c), counts 2·a·b·c FLOPs (a multiply and an add per multiply-add), times
-    the batch, as ``torch.utils.flop_counter.FlopCounterMode`` counts them; like it, this
-    leaves out products with a vector (``torch.dot``, ``mv``), reductions (the norms with which
-    attn_lib's input checks look for NaN) and element-wise work (exp, the rescaling). Other functions (``F.linear``, ``einsum``, fused kernels) are not seen.
-    FlopCounterMode sees everything but takes over a second to start.
+    Each ``@``, ``matmul``, ``mm`` or ``bmm`` of (batches of) matrices, (a × b) @ (b × c),
+    counts 2·a·b·c FLOPs times the batch, as ``torch.utils.flop_counter.FlopCounterMode`` counts
+    them; like it, this leaves out products with a vector (``dot``, ``mv``), reductions (the
+    input checks' norms) and element-wise work (exp, the rescaling). ``F.linear``, ``einsum``
+    and fused kernels are not seen. FlopCounterMode sees everything but takes a second to start.
 
     Source: torch.utils.flop_counter (the convention); torch.overrides.TorchFunctionMode.
     """
@@ -187,10 +162,10 @@ def matmul_flops(fn: Callable[[], object]) -> int:
         def __torch_function__(self, func, types, args=(), kwargs=None):
             nonlocal total
             a, b = (args + (None, None))[:2]
-            if func in _MATMULS and a.dim() >= 2 and b.dim() >= 2:
-                batch = math.prod(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-                total += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            if func in _MATMULS and a.dim() >= 2 and b.dim() >= 2:  # out: (batch…, a, c)
+                total += 2 * out.numel() * a.shape[-1]  # (torch.broadcast_shapes imports sympy)
+            return out
 
     with torch.no_grad(), _Count():
         fn()
@@ -215,32 +190,15 @@ class BlockState:
 
 @dataclass(frozen=True)
 class OnlineSoftmaxWalk:
-    """The walk example's query row through the online softmax, one key block at a time.
-
-    Attributes: block_size; scores (16,), scaled, -inf at the padded keys 0 and 1; values
-    (16, d_v); output (d_v,), from attn_lib.scaled_dot_product_attention; states, one
-    BlockState per key block, by attn_lib.chunked's own step.
-    """
+    """The walk's query row, one key block at a time: its scores (16,), scaled, -inf at the
+    padded keys 0 and 1; values (16, d_v); output (d_v,), from attn_lib's attention; states,
+    one BlockState per key block, by attn_lib.chunked's own step."""
 
     block_size: int
     scores: torch.Tensor
     values: torch.Tensor
     output: torch.Tensor
     states: tuple[BlockState, ...]
-
-
-def _walk_states(scores: torch.Tensor, values: torch.Tensor, block_size: int) -> list[BlockState]:
-    """One row of scaled scores (L_k,), -inf where blocked, through online_softmax_step."""
-    m, l, acc = torch.full((1, 1), -math.inf), torch.zeros(1, 1), torch.zeros(1, values.shape[-1])
-    states = []
-    for k0 in range(0, len(scores), block_size):
-        k1, m_old = min(k0 + block_size, len(scores)), float(m)
-        m, l, acc = online_softmax_step(m, l, acc, scores[None, k0:k1].clone(), values[k0:k1])
-        seen = float(m) > -math.inf
-        states.append(BlockState(k0, k1, m_old, float(m), math.exp(m_old - float(m)) if seen
-                                 else 0.0, float(l), acc[0].clone(),
-                                 acc[0] / l[0] if seen else torch.zeros_like(acc[0])))  # fmt: skip
-    return states
 
 
 @lru_cache(maxsize=WALK_L)
@@ -256,7 +214,15 @@ def online_softmax_walk(block_size: int) -> OnlineSoftmaxWalk:
     keep = torch.arange(WALK_L) >= WALK_PADDING  # (L_k,): left padding
     out, _ = scaled_dot_product_attention(query[None], keys, values, keep[None])  # (1, d_v)
     scores = (keys @ query / math.sqrt(WALK_D_K)).masked_fill(~keep, -math.inf)  # (L_k,)
-    states = _walk_states(scores, values, block_size)
+    m, l, acc = torch.full((1, 1), -math.inf), torch.zeros(1, 1), torch.zeros(1, WALK_D_V)
+    states = []
+    for k0 in range(0, WALK_L, block_size):
+        k1, m_old = min(k0 + block_size, WALK_L), float(m)
+        m, l, acc = online_softmax_step(m, l, acc, scores[None, k0:k1].clone(), values[k0:k1])
+        seen = float(m) > -math.inf
+        states.append(BlockState(k0, k1, m_old, float(m), math.exp(m_old - float(m)) if seen
+                                 else 0.0, float(l), acc[0].clone(),
+                                 acc[0] / l[0] if seen else torch.zeros_like(acc[0])))  # fmt: skip
     return OnlineSoftmaxWalk(block_size, scores, values, out[0], tuple(states))
 
 
@@ -281,7 +247,7 @@ def _step_cases() -> list[_StepCase]:
 
 
 def _slipped_step(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, s: torch.Tensor,
-                  v: torch.Tensor, slip: str | None = None) -> tuple[torch.Tensor, ...]:
+                  v: torch.Tensor, slip: str | None = None) -> tuple[torch.Tensor, ...]:  # fmt: skip
     """One step of the recurrence, right (slip None) or with one classic slip."""
     m_blk = s.amax(dim=-1, keepdim=True)
     m_new = m_blk if slip == "block_max" else torch.maximum(m, m_blk)
@@ -321,7 +287,7 @@ def _run_steps(fn: Callable | None, case: _StepCase, slip: str | None = None) ->
     state = (torch.full((n_q, 1), -math.inf), torch.zeros(n_q, 1), torch.zeros(n_q, d_v))
     states = []
     for k0 in range(0, s.shape[-1], size):
-        block = (s[:, k0:k0 + size], v[k0:k0 + size])  # (n_q, n_k), (n_k, d_v)
+        block = (s[:, k0 : k0 + size], v[k0 : k0 + size])  # (n_q, n_k), (n_k, d_v)
         out = _slipped_step(*state, *block, slip) if fn is None else fn(
             *(t.clone() for t in (*state, *block)))  # fmt: skip
         if not isinstance(out, tuple | list) or len(out) != 3 or not all(
@@ -341,19 +307,11 @@ def _close(x: torch.Tensor, y: torch.Tensor) -> bool:
 
 
 def _check_online_step(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check one step of the online softmax, block by block, against the recurrence.
-
-    ``fn(m, l, acc, scores, v_block)`` gets the running state of n_q query rows — m (n_q, 1)
-    the running max (-inf before any allowed key), l (n_q, 1) the running sum of
-    exp(score − m), acc (n_q, d_v) the running sum of exp(score − m)·v — and one key block:
-    scores (n_q, n_k), scaled, -inf at blocked keys, and v_block (n_k, d_v); it returns
-    (m_new, l_new, acc_new). Three cases: a rising max, a row whose first block is all
-    padding, a causal mask. The reference is attn_lib.chunked.online_softmax_step (the tests
-    check it).
-
-    Returns:
-        CheckResult; ``mistake`` is None, "not_written", "error", "bad_return", a key of
-        _STEP_SLIPS, or "unknown".
+    """Check ``fn(m, l, acc, scores, v_block)`` → (m_new, l_new, acc_new), one step of the
+    online softmax for n_q rows (m, l (n_q, 1); acc (n_q, d_v); scores (n_q, n_k), -inf where
+    blocked; v_block (n_k, d_v)), block by block on three cases: a rising max, a row whose
+    first block is all padding, a causal mask. ``mistake``: None, "not_written", "error",
+    "bad_return", a key of _STEP_SLIPS or "unknown".
 
     Source: Milakov & Gimelshein 2018.
     """
@@ -375,26 +333,19 @@ def _check_online_step(fn: Callable, *, verbose: bool = True) -> CheckResult:
     for slip, why in _STEP_SLIPS.items():
         if all(map(_close, flat, [x for c in cases for x in _run_steps(None, c, slip)])):
             return _not_yet(slip, why, verbose)
-    for case, g, w in zip(cases, got, want, strict=True):
-        i = next((i for i in range(len(g)) if not _close(g[i], w[i])), None)
-        if i is not None:
-            return _not_yet("unknown", f"In the case '{case[0]}', after block {i // 3} your "
-                            f"{('m', 'l', 'acc')[i % 3]} is off: {_value_difference(g[i], w[i])}. "
-                            f"Recall: m_new = max(m, block max); r = exp(m − m_new); p = "
-                            f"exp(scores − m_new); l_new = r·l + Σp; acc_new = r·acc + p @ "
-                            f"v_block.", verbose)  # fmt: skip
-    raise AssertionError("unreachable: the states differ but no difference was found")
+    case, g, w, i = next((c, g, w, i) for c, g, w in zip(cases, got, want, strict=True)
+                         for i in range(len(g)) if not _close(g[i], w[i]))  # fmt: skip
+    return _not_yet("unknown", f"In the case '{case[0]}', after block {i // 3} your "
+                    f"{('m', 'l', 'acc')[i % 3]} is off: {_value_difference(g[i], w[i])}. Recall: "
+                    f"m_new = max(m, block max); r = exp(m − m_new); p = exp(scores − m_new); "
+                    f"l_new = r·l + Σp; acc_new = r·acc + p @ v_block.", verbose)  # fmt: skip
 
 
 def _check_crossover(fn: Callable, *, verbose: bool = True) -> CheckResult:
-    """Check ``fn(d_model, d_k, d_v)`` → the L where L²·(d_k + d_v) = L·d_model·(2 d_k + d_v).
-
-    Cases: (100, 20, 60) → 125 (first: d_k ≠ d_v tells the mistakes apart), (512, 64, 64) →
-    768, (64, 64, 64) → 96.
-
-    Returns:
-        CheckResult; ``mistake`` is None, "not_written", "error", "bad_return",
-        "just_d_model", "qk_only", "scores_only", "flops_mixed" or "wrong_value".
+    """Check ``fn(d_model, d_k, d_v)`` → the L where L²·(d_k + d_v) = L·d_model·(2 d_k + d_v),
+    on (100, 20, 60) → 125 (first: d_k ≠ d_v tells the mistakes apart), (512, 64, 64) → 768 and
+    (64, 64, 64) → 96. ``mistake``: None, "not_written", "error", "bad_return", "just_d_model",
+    "qk_only", "scores_only", "flops_mixed" or "wrong_value".
 
     Source: _experiments.crossover_length; article section 1.2.
     """

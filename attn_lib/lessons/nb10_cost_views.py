@@ -1,10 +1,8 @@
-"""Notebook 10's figures and dashboard (matplotlib, ipywidgets).
+"""Notebook 10's figures and dashboard (matplotlib, ipywidgets), its numbers from ``nb10_cost``.
 
-Used by notebook 10 (What attention costs), sections "3 · Time, measured"
-(plot_attention_timings), "5 · What chunking saves, and what it does not"
-(plot_memory_vs_length) and "6 · The dashboard: the online softmax, step by step"
-(plot_walk_step, plot_walk_gallery, OnlineSoftmaxDashboard). Its numbers come from
-``nb10_cost``.
+Used by notebook 10 (What attention costs), sections "4 · Attention without the L × L matrix"
+(plot_walk_gallery), "5 · What chunking saves, and what it does not" (plot_memory_vs_length)
+and "6 · The dashboard: the online softmax, step by step" (OnlineSoftmaxDashboard).
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -24,7 +21,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ._dashboard import Dashboard
-from ._figures import MASKED_MARK, BlitRenderer, _closes_figures_on_error, freeze_layout, new_figure
+from ._figures import MASKED_MARK, BlitRenderer, _closes_figures_on_error, new_figure
 from .nb10_cost import (
     MEMORY_METHODS,
     WALK_L,
@@ -35,70 +32,36 @@ from .nb10_cost import (
     online_softmax_walk,
 )
 
-# One colour per method in every figure of notebook 10 (Okabe-Ito palette).
-COST_COLORS = {"naive": "#D55E00", "attn_lib": "#D55E00", "chunked": "#0072B2",
-               "tiled": "#009E73", "SDPA": "#555555"}  # fmt: skip
+COST_COLORS = {"naive": "#D55E00", "chunked": "#0072B2", "tiled": "#009E73"}  # Okabe-Ito
 _DONE, _NOW, _LATER, _MAX = "#56B4E9", "#E69F00", "#DDDDDD", "#CC0000"
-
-
-def _against_length(series: Mapping[str, Mapping[int, float]], min_length: int, ylabel: str,
-                    title: str, labels: Mapping[str, str] | None = None) -> tuple[Figure, Axes]:
-    """One line per method against L (log-log), labelled with its slope over L ≥ min_length;
-    without ``labels`` (timings), the names as given and a slope-2 line for reference."""
-    fig, ax = plt.subplots(figsize=(8.6, 4.4), layout="constrained")
-    for name, points in series.items():
-        L, y = zip(*sorted(points.items()), strict=True)
-        long = [n for n in L if n >= min_length]
-        slope = log_slope(long, [points[n] for n in long])
-        ax.plot(L, y, marker="o", linewidth=2, color=COST_COLORS[name],
-                linestyle="--" if name == "SDPA" else "-",
-                label=f"{(labels or {}).get(name, name)}   (slope {slope:.1f})")  # fmt: skip
-    if labels is None:
-        first = next(iter(series.values()))
-        x = np.array(long, dtype=float)
-        ax.plot(x, first[long[-1]] * (x / long[-1]) ** 2, color="0.6", linestyle=":",
-                linewidth=1.5, label="∝ L² (slope 2), for reference")  # fmt: skip
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator([float(n) for n in L]))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([str(n) for n in L])
-    ax.set_xlabel("sequence length L = L_q = L_k (tokens)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, color="0.92")
-    ax.legend(fontsize=9, loc="upper left", title=f"slopes fitted over L ≥ {min_length}",
-              title_fontsize=9)  # fmt: skip
-    return fig, ax
 
 
 @_closes_figures_on_error
 def plot_memory_vs_length(
     lengths: Sequence[int], table: Mapping[str, Sequence[int]], *, min_length: int = 1024
 ) -> Figure:
-    """Bytes each method of MEMORY_METHODS holds at once against L, log-log.
-
-    Source: nb10_cost.peak_intermediate_bytes (the table's numbers).
-    """
-    series = {m: dict(zip(lengths, b, strict=True)) for m, b in table.items()}
-    fig, ax = _against_length(series, min_length, "bytes held at once (log scale)",
-                              "Intermediate memory of self-attention, float32, d_k = d_v = 64, "
-                              "block = 512", MEMORY_METHODS)  # fmt: skip
+    """Bytes each method of MEMORY_METHODS holds at once (``table``, from
+    peak_intermediate_bytes) against L, log-log, labelled with its slope over L ≥ min_length."""
+    fig = plt.figure(figsize=(8.6, 4.4))
+    ax = fig.add_axes((0.1, 0.12, 0.88, 0.8))
+    long = [i for i, n in enumerate(lengths) if n >= min_length]
+    for name, nbytes in table.items():
+        slope = log_slope([lengths[i] for i in long], [nbytes[i] for i in long])
+        ax.plot(lengths, nbytes, marker="o", linewidth=2, color=COST_COLORS[name],
+                label=f"{MEMORY_METHODS[name]}   (slope {slope:.1f})")  # fmt: skip
+    ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_ylim(top=2.0**30)
-    ax.yaxis.set_major_locator(FixedLocator([2.0**e for e in range(10, 31, 5)]))
-    ax.yaxis.set_minor_locator(NullLocator())
+    for axis, ticks in ((ax.xaxis, lengths), (ax.yaxis, [2.0**e for e in range(10, 31, 5)])):
+        axis.set_major_locator(FixedLocator([float(t) for t in ticks]))
+        axis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v).replace(".0 ", " ")))
-    return fig
-
-
-@_closes_figures_on_error
-def plot_attention_timings(ms: Mapping[str, Mapping[int, float]], min_length: int = 512) -> Figure:
-    """Measured ms per call (:func:`nb10_cost.time_attention`, d_k = 64) against L, log-log,
-    with fitted slopes and a slope-2 guide. Its numbers change on every run.
-    """
-    fig, ax = _against_length(ms, min_length, "time per call (ms, log scale)", "Measured time, "
-                              "B = 1, d_k = d_v = 64, float32, CPU, 1 thread; median of 3")  # fmt: skip
-    ax.set_yscale("log")
+    ax.set(xlabel="sequence length L = L_q = L_k (tokens)", ylabel="bytes held at once (log scale)",
+           title="Intermediate memory of self-attention, float32, d_k = d_v = 64, block = 512")  # fmt: skip
+    ax.grid(True, color="0.92")
+    ax.legend(fontsize=9, loc="upper left", title=f"slopes fitted over L ≥ {min_length}",
+              title_fontsize=9)  # fmt: skip
     return fig
 
 
@@ -115,10 +78,7 @@ def _step_title(walk: OnlineSoftmaxWalk, step: int) -> str:
 
 class WalkView:
     """One step of the walk on two axes: the 16 scaled scores by key block with the running
-    max, and the running output acc / l (bars) against the final output (black lines).
-
-    Source: Milakov & Gimelshein 2018 (the recurrence).
-    """
+    max, and the running output acc / l (bars) against the final output (black lines)."""
 
     def __init__(self, ax_scores: Axes, ax_out: Axes, fontsize: float = 9) -> None:
         walk = online_softmax_walk(WALK_L)
@@ -144,6 +104,8 @@ class WalkView:
         ax_out.set_xticks(comps)
         ax_out.set_xlabel("output component", fontsize=fontsize)
         self.out_title = ax_out.set_title(" ", fontsize=fontsize)
+        self.dynamic_artists = [self.span, *self.bars.patches, self.m_line, self.scores_title,
+                                *self.out_bars.patches, self.out_title]  # fmt: skip
 
     def update(self, walk: OnlineSoftmaxWalk, step: int) -> None:
         """Show step ``step`` (0-based) of ``walk``."""
@@ -161,12 +123,6 @@ class WalkView:
         gap = (s.output - walk.output).abs().max()
         self.out_title.set_text(f"acc / l: largest gap {gap:.4f}")
 
-    @property
-    def dynamic_artists(self) -> list[Artist]:
-        """Everything :meth:`update` changes."""
-        return [self.span, *self.bars.patches, self.m_line, self.scores_title, *self.out_bars.patches,
-                self.out_title]  # fmt: skip
-
 
 _HANDLES = [Patch(color=_DONE, label="blocks done"), Patch(color=_NOW, label="this block"),
             Patch(facecolor=_LATER, edgecolor="0.5", label="blocks to come"),
@@ -176,58 +132,33 @@ _HANDLES = [Patch(color=_DONE, label="blocks done"), Patch(color=_NOW, label="th
                    label="padding key (blocked)")]  # fmt: skip
 
 
-def _walk_figure(fig: Figure) -> WalkView:
-    """The dashboard's layout on ``fig``: the scores (wide) and the running output."""
-    ax_scores, ax_out = fig.subplots(1, 2, width_ratios=[2.2, 1.0])
-    view = WalkView(ax_scores, ax_out, fontsize=10)
-    ax_scores.set_ylabel("scaled score q·k_j / √d_k")
-    ax_out.set_ylabel("running output")
-    fig.legend(handles=_HANDLES, loc="outside lower center", ncol=len(_HANDLES), fontsize=10)
-    return view
-
-
-@_closes_figures_on_error
-def plot_walk_step(walk: OnlineSoftmaxWalk, step: int) -> Figure:
-    """The dashboard's figure, for one step (0-based) of ``walk``, as a pyplot figure."""
-    fig = plt.figure(figsize=(10.0, 3.8), layout="constrained")
-    _walk_figure(fig).update(walk, step)
-    fig.suptitle(f"The online softmax of one query row, blocks of {walk.block_size} keys")
-    return fig
-
-
 @_closes_figures_on_error
 def plot_walk_gallery(walk: OnlineSoftmaxWalk) -> Figure:
     """Every step of ``walk`` side by side (at most 8): scores and running max above, the
-    running output against the final one below.
-
-    Source: notebook 10 of this series; Milakov & Gimelshein 2018.
-    """
+    running output against the final one below."""
     n = min(len(walk.states), 8)
-    fig, axes = plt.subplots(2, n, figsize=(2.9 * n, 4.8), squeeze=False, layout="constrained",
-                             height_ratios=[1.3, 1.0])  # fmt: skip
+    fig, axes = plt.subplots(2, n, figsize=(2.9 * n, 4.8), squeeze=False, height_ratios=[1.3, 1.0],
+                             gridspec_kw={"hspace": 0.55, "wspace": 0.45, "top": 0.84, "left": 0.05,
+                                          "right": 0.99})  # fmt: skip
     for step in range(n):
         WalkView(axes[0, step], axes[1, step], fontsize=8).update(walk, step)
     axes[0, 0].set_ylabel("scaled score")
     axes[1, 0].set_ylabel("running output")
     fig.suptitle(f"The online softmax, blocks of {walk.block_size} keys: the running max m "
                  f"(red) and the running output reaching the final one")  # fmt: skip
-    fig.legend(handles=_HANDLES, loc="outside lower center", ncol=len(_HANDLES), fontsize=8)
+    fig.legend(handles=_HANDLES, loc="lower center", ncol=len(_HANDLES), fontsize=8,
+               bbox_to_anchor=(0.5, -0.04))  # fmt: skip
     return fig
 
 
 class OnlineSoftmaxDashboard(Dashboard):
-    """The walk example through the online softmax, for a key-block size and a step.
+    """The walk through the online softmax: ``block_size`` (1 … 16 keys per block) and ``step``
+    (1-based; its range follows the block size, the step clipped to it) → the cached
+    :func:`nb10_cost.online_softmax_walk`, drawn by a :class:`WalkView` (blitted)."""
 
-    Controls: ``block_size`` (1 … 16 keys per block) and ``step`` (1-based; its range follows
-    the block size, the step is clipped to it). A change looks up
-    :func:`nb10_cost.online_softmax_walk` (cached) and redraws :class:`WalkView`.
-    """
-
-    plain_text = (
-        "Dashboard: the online softmax of one query row over 16 keys, for a key-block size "
-        "and a step. It needs a running Jupyter kernel; the static figures above show its "
-        "default setting and a gallery of the walk."
-    )
+    plain_text = ("Dashboard: the online softmax of one query row over 16 keys, for a key-block "
+                  "size and a step. It needs a running Jupyter kernel; the static figures above "
+                  "show its default setting and a gallery of the walk.")  # fmt: skip
 
     def __init__(self, block_size: int = 2, step: int = 6, *, dpi: float = 72) -> None:
         self.walk = online_softmax_walk(block_size)
@@ -241,9 +172,14 @@ class OnlineSoftmaxDashboard(Dashboard):
         # Observed before the base class's observer: the step range is right before the redraw.
         controls["block_size"].observe(self._sync_step, names="value")
         figure = new_figure(figsize=(10.0, 3.8), dpi=dpi)
-        self.view = _walk_figure(figure)
+        figure.set_layout_engine("none")  # fixed places: the axes and legend never move
+        ax_scores = figure.add_axes((0.07, 0.3, 0.56, 0.55))
+        ax_out = figure.add_axes((0.72, 0.3, 0.26, 0.55))
+        self.view = WalkView(ax_scores, ax_out, fontsize=10)
+        ax_scores.set_ylabel("scaled score q·k_j / √d_k")
+        ax_out.set_ylabel("running output")
+        figure.legend(handles=_HANDLES, loc="lower center", ncol=len(_HANDLES), fontsize=10)
         self.view.update(self.walk, step - 1)
-        freeze_layout(figure)  # axes, ticks and legends never move
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
         self.update()
@@ -254,10 +190,8 @@ class OnlineSoftmaxDashboard(Dashboard):
             self.controls["step"].max = len(online_softmax_walk(change["new"]).states)
 
     def render(self, block_size: int, step: int) -> None:
-        """Look up the walk and show the step."""
         self.walk = online_softmax_walk(block_size)
         self.view.update(self.walk, min(step, len(self.walk.states)) - 1)
 
     def to_png(self) -> bytes:
-        """Redraw only the changing artists over the cached background."""
-        return self._renderer.render()
+        return self._renderer.render()  # only the changing artists, over the cached background
