@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
-    SharedDashboard,
     assert_blits_match_full_redraws,
     assert_no_nan,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
+    dashboard_fixtures,
     each_value,
     png_of,
 )
@@ -22,15 +22,7 @@ from attn_lib.lessons import nb01_retrieval_views as views
 pytestmark = pytest.mark.usefixtures("headless_backend")
 
 
-@pytest.fixture(scope="module")
-def shared_dashboard(headless_backend):
-    yield from SharedDashboard.fixture(views.RetrievalDashboard)
-
-
-@pytest.fixture
-def dashboard(shared_dashboard):
-    """The module's RetrievalDashboard, back in the setting it was built with."""
-    yield from shared_dashboard.use()
+shared_dashboard, dashboard = dashboard_fixtures(views.RetrievalDashboard)
 
 
 def assert_shows(dash: views.RetrievalDashboard) -> None:

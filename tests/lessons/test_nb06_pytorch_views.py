@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import (
-    SharedDashboard,
     assert_blits_match_full_redraws,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
+    dashboard_fixtures,
     decode,
     no_new_figures,
     png_of,
@@ -29,15 +29,7 @@ pytestmark = pytest.mark.usefixtures("headless_backend")
 setting = nb06_pytorch.convention_setting
 
 
-@pytest.fixture(scope="module")
-def shared_dashboard(headless_backend):
-    yield from SharedDashboard.fixture(MaskConventionDashboard)
-
-
-@pytest.fixture
-def dashboard(shared_dashboard):
-    """The module's MaskConventionDashboard, back in the setting it was built with."""
-    yield from shared_dashboard.use()
+shared_dashboard, dashboard = dashboard_fixtures(MaskConventionDashboard)
 
 
 # --- the pure function ------------------------------------------------------------------------

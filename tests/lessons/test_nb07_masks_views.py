@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
-    SharedDashboard,
     assert_blits_match_full_redraws,
     assert_png_fits_figure,
     assert_repr_is_fixed_sentence,
+    dashboard_fixtures,
     no_new_figures,
     png_of,
 )
@@ -25,15 +25,7 @@ pytestmark = pytest.mark.usefixtures("headless_backend")
 SLIDERS = ("length_0", "length_1", "length_2")
 
 
-@pytest.fixture(scope="module")
-def shared_dashboard(headless_backend):
-    yield from SharedDashboard.fixture(MaskDashboard)
-
-
-@pytest.fixture
-def dashboard(shared_dashboard):
-    """The module's MaskDashboard, back in the setting it was built with."""
-    yield from shared_dashboard.use()
+shared_dashboard, dashboard = dashboard_fixtures(MaskDashboard)
 
 
 def expected_rgba(weights: torch.Tensor, keep: torch.Tensor) -> np.ndarray:
@@ -97,7 +89,10 @@ def test_extremes_draw_a_picture_never_an_exception(dashboard):
 
 
 def test_blitted_image_equals_a_full_redraw(dashboard):
-    settings = [{"causal": True, "padding": "left", "fill": "0"}, {"fill": "-1e9", "dtype": "float16"}]
+    settings = [
+        {"causal": True, "padding": "left", "fill": "0"},
+        {"fill": "-1e9", "dtype": "float16"},
+    ]
     assert_blits_match_full_redraws(dashboard, settings)
 
 
@@ -118,7 +113,9 @@ def test_static_figures_write_every_cell():
         assert [t.get_text() for t in fig.axes[2].texts].count("NaN") == 4 * 6
         plt.close(fig)
 
-        settings = [mask_setting(causal=True, padding_side="left", fill=f) for f in ("default", "-1e9")]
+        settings = [
+            mask_setting(causal=True, padding_side="left", fill=f) for f in ("default", "-1e9")
+        ]
         fig = nb07_masks_views.plot_mask_gallery(settings, 2, ["default", "-1e9"], suptitle="t")
         leaks = [t.get_text() for t in fig.axes[1].texts if t.get_text().startswith("×\n")]
         assert leaks == ["×\n0.17"] * (4 * 6)  # four uniform rows of blocked keys
