@@ -140,11 +140,7 @@ def test_matches_torch_sdpa(mask_kind):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_default_scale_is_one_over_sqrt_d_k(dtype):
     g = torch.Generator().manual_seed(5)
-    q, k, v = (
-        randn(2, 3, 16, g=g, dtype=dtype),
-        randn(2, 4, 16, g=g, dtype=dtype),
-        randn(2, 4, 5, g=g, dtype=dtype),
-    )
+    q, k, v = (randn(*s, g=g, dtype=dtype) for s in ((2, 3, 16), (2, 4, 16), (2, 4, 5)))
     default, _ = scaled_dot_product_attention(q, k, v)
     explicit, _ = scaled_dot_product_attention(q, k, v, scale=0.25)
     unscaled, _ = scaled_dot_product_attention(q / 4, k, v, scale=1.0)
@@ -183,11 +179,7 @@ def test_weights_rows_are_distributions(rank, dtype):
 def fully_masked_setup(dtype, seed=11):
     """q (2, 5, 4), k (2, 6, 4), v (2, 6, 3); a per-example mask; query row 2 blocks every key."""
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (
-        randn(2, 5, 4, g=g, dtype=dtype),
-        randn(2, 6, 4, g=g, dtype=dtype),
-        randn(2, 6, 3, g=g, dtype=dtype),
-    )
+    q, k, v = (randn(*s, g=g, dtype=dtype) for s in ((2, 5, 4), (2, 6, 4), (2, 6, 3)))
     mask = torch.rand(2, 5, 6, generator=g) < 0.5
     mask[:, :, 1] = True
     mask[:, 2, :] = False  # query row 2 has no allowed key, in both examples
@@ -240,11 +232,7 @@ def test_fully_masked_row_gradients_are_finite_and_local(dtype):
 def test_fully_masked_rows_under_padding_and_causal(dtype):
     # A zero-length sequence in a padded batch: its every query row is fully masked.
     g = torch.Generator().manual_seed(14)
-    q, k, v = (
-        randn(3, 4, 8, g=g, dtype=dtype),
-        randn(3, 4, 8, g=g, dtype=dtype),
-        randn(3, 4, 8, g=g, dtype=dtype),
-    )
+    q, k, v = (randn(*s, g=g, dtype=dtype) for s in ((3, 4, 8), (3, 4, 8), (3, 4, 8)))
     keep = combine_masks(padding_mask([4, 0, 2]), causal_mask(4))
     out, w = scaled_dot_product_attention(q, k, v, keep)
     torch.testing.assert_close(out[1], torch.zeros(4, 8, dtype=dtype), rtol=0, atol=0)

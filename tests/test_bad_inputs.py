@@ -24,11 +24,9 @@ from attn_lib import (
     ShapeError,
     SingleHeadAttention,
     causal_mask,
-    combine_masks,
     padding_mask,
     scaled_dot_product_attention,
     sinusoidal_positional_encoding,
-    stable_softmax,
 )
 from attn_lib.masks import to_additive, to_key_padding_mask, to_multihead_attn_mask
 from attn_lib.reference import from_multihead_attention
@@ -452,16 +450,16 @@ CASES = [
         TypeError,
         ("torch.float8_e4m3fn", "float32, float64, float16 or bfloat16"),
     ),
-    Case("combine_nothing", lambda: combine_masks(), MaskError, ("at least one mask",)),
+    Case("combine_nothing", lambda: attn_lib.combine_masks(), MaskError, ("at least one mask",)),
     Case(
         "combine_not_broadcasting",
-        lambda: combine_masks(padding_mask([2, 3]), causal_mask(4)),
+        lambda: attn_lib.combine_masks(padding_mask([2, 3]), causal_mask(4)),
         MaskError,
         ("(2, 1, 3)", "(4, 4)", "do not broadcast", "(1, L, L)"),
     ),
     Case(
         "combine_float_mask",
-        lambda: combine_masks(causal_mask(4), torch.ones(4, 4)),
+        lambda: attn_lib.combine_masks(causal_mask(4), torch.ones(4, 4)),
         MaskError,
         ("mask 1", "float mask is refused"),
     ),
@@ -542,13 +540,13 @@ CASES = [
     # --- softmax and positions ------------------------------------------------------------
     Case(
         "stable_softmax_int",
-        lambda: stable_softmax(torch.arange(4)),
+        lambda: attn_lib.stable_softmax(torch.arange(4)),
         TypeError,
         ("x has dtype torch.int64", "floating-point"),
     ),
     Case(
         "stable_softmax_bad_dim",
-        lambda: stable_softmax(torch.randn(2, 3), dim=2),
+        lambda: attn_lib.stable_softmax(torch.randn(2, 3), dim=2),
         ShapeError,
         ("dim=2", "(2, 3)", "dim=-1"),
     ),
