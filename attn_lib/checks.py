@@ -61,6 +61,14 @@ def _short_repr(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _why(code: str, **sizes: int) -> str:
+    """The explanation of a learner mistake from attn_lib.mistakes, the one table of them
+    (imported here, when an error is worded: the table recomputes mistakes with these checks)."""
+    from .mistakes import why
+
+    return why(code, **sizes)
+
+
 # --- sizes, dtypes, devices -------------------------------------------------------------------
 
 
@@ -270,11 +278,11 @@ def check_fill_value(fill_value: object, dtype: torch.dtype) -> float:
     if math.isnan(fill_value):
         raise ValueError("fill_value is NaN; every masked score would turn the row into NaN.")
     if math.isfinite(fill_value) and abs(fill_value) > torch.finfo(dtype).max:
+        limit = f"It holds magnitudes up to {torch.finfo(dtype).max:g}, so masked_fill refuses it."
         raise RuntimeError(
-            f"fill_value={fill_value:g} cannot be stored in {dtype}: it overflows the largest "
-            f"magnitude, {torch.finfo(dtype).max:g}, so masked_fill refuses it, as it refuses the "
-            f"article's -1e9 in float16. Leave fill_value=None for a fill that is safe in "
-            f"every dtype."
+            f"fill_value={fill_value:g} overflows {dtype}. "
+            f"{_why('fill_overflow') if dtype == torch.float16 else limit} Or leave "
+            f"fill_value=None, attn_lib's fill, safe in every dtype."
         )
     return fill_value
 
@@ -360,12 +368,14 @@ def check_qkv(
             f"silently pair the wrong axes; add the missing batch dim with unsqueeze(0)."
         )
     if query.shape[-1] != key.shape[-1]:
+        transposed = key.shape[-2] == query.shape[-1]  # key looks like Kᵀ, (…, d_k, L_k)
         raise ShapeError(
             f"d_k of query and key differ: query {fmt_shape(query.shape)} ends in "
             f"{query.shape[-1]}, key {fmt_shape(key.shape)} ends in {key.shape[-1]}. Scores are "
-            f"dot products of a query row with a key row, so both need the same last dim; "
-            f"check that W_Q and W_K map to the same d_k."
-        )
+            f"dot products of a query row with a key row, so both need the same last dim"
+            + (f". {_why('key_transposed')}" if transposed else "; check that W_Q and W_K map "
+               "to the same d_k.")
+        )  # fmt: skip
     if key.shape[-2] != value.shape[-2]:
         raise ShapeError(
             f"key and value must have the same length L_k: key {fmt_shape(key.shape)} has "
@@ -425,9 +435,10 @@ def as_keep_mask(mask: object, name: str = "mask") -> torch.Tensor:
     lo, hi = torch.aminmax(mask) if mask.numel() else (0, 1)  # one pass, no temporaries
     if int(lo) < 0 or int(hi) > 1:
         found = sorted(int(v) for v in mask.unique()[:6])
+        fix = "Build it with a comparison, e.g. mask = (ids != pad_id)."
         raise MaskError(
             f"an integer {name} must hold only 0 (blocked) and 1 (may attend); found values "
-            f"{found}. Build it with a comparison, e.g. mask = (ids != pad_id)."
+            f"{found}. {_why('bitwise_not_int') if set(found) <= {-2, -1} else fix}"
         )
     return mask.to(torch.bool)
 
@@ -475,14 +486,10 @@ def check_mask(
     where = f"the scores have shape {fmt_shape(scores)} = (..., L_q, L_k)"
     if mask.dim() == 2 and not (shape[0] in (L_q, 1) and shape[1] in (L_k, 1)):
         msg = f"mask has shape {fmt_shape(shape)}; a 2-D mask means (L_q, L_k) = {fmt_shape((L_q, L_k))}, and {where}."
-        if rank >= 3 and shape == (scores[0], L_k):
-            target = (shape[0],) + (1,) * (rank - 2) + (L_k,)
-            how = "mask.unsqueeze(1)" if rank == 3 else "mask[:, None, None, :]"
-            msg += (
-                f" If it is a padding mask of shape (batch, L_k), use {how} → "
-                f"{fmt_shape(target)}, or attn_lib.padding_mask(lengths)."
-            )
-        raise MaskError(msg)
+        if rank >= 3 and shape == (scores[0], L_k):  # a (B, L_k) padding mask
+            msg += f" {_why('mask_not_unsqueezed', B=scores[0], L_k=L_k)}"
+            msg += f" With heads: mask[:, None, None, :] → {fmt_shape((scores[0], 1, 1, L_k))}." * (rank == 4)  # fmt: skip
+        raise MaskError(msg)  # fmt: skip
     if mask.dim() not in (2, rank):
         raise MaskError(
             f"mask has shape {fmt_shape(shape)} ({mask.dim()}-D) but {where} ({rank}-D); a mask "
@@ -500,10 +507,9 @@ def check_mask(
         raise MaskError(msg)
     if mask.numel() > 0 and not bool(mask.any()):
         raise MaskError(
-            f"mask (shape {fmt_shape(shape)}) blocks every key for every query. This is almost "
-            f"always an inverted mask (PyTorch's nn.MultiheadAttention uses True = blocked; "
-            f"attn_lib uses True = may attend: pass ~mask) or an additive mask of zeros. "
-            f"{_CONVERTER_HINT}"
+            f"mask (shape {fmt_shape(shape)}) blocks every key for every query: almost always "
+            f"an inverted or an additive mask. {_why('mask_inverted')} "
+            f"{_why('additive_mask_as_keep')}"
         )
     return mask
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import checks
-from .mistakes import FILLS, MISTAKES, Inputs, find, sizes_of
+from .mistakes import FILLS, MISTAKES, Inputs, sizes_of, why
 
 __all__ = ["CODES", "LEVELS", "Diagnosis", "Finding", "diagnose"]
 
@@ -30,8 +30,9 @@ _OWN = {
     "fully_masked_rows weights_mismatch dropout_on uniform_rows scale_flat scale_sharp",
     "info": "transpose_trap weights_match",
 }
-# Every code diagnose may report, with its level (a mistake of the table: error, unless above).
-CODES = {m.code: "error" for m in MISTAKES} | {c: lv for lv, cs in _OWN.items() for c in cs.split()}
+# Every code diagnose may report, with its level (a mistake it recomputes: error).
+CODES = {m.code: "error" for m in MISTAKES if m.recomputes} | {
+    c: lv for lv, cs in _OWN.items() for c in cs.split()}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,11 @@ def _close(w: torch.Tensor, other: torch.Tensor, tol: float) -> bool:
 
 
 def _shape_code(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
-    """Which of check_qkv's shape rules failed (in its order), and a hint where there is one."""
+    """Which of check_qkv's shape rules failed, in its order."""
     if any(not 2 <= t.dim() <= 4 for t in (q, k, v)) or not q.dim() == k.dim() == v.dim():
         return "rank"
     if q.shape[-1] != k.shape[-1]:
-        return "d_k_mismatch" + (": The key looks transposed already, (…, d_k, L_k): pass it "
-                                 "as (…, L_k, d_k)." if k.shape[-2] == q.shape[-1] else "")  # fmt: skip
+        return "d_k_mismatch"
     if k.shape[-2] != v.shape[-2]:
         return "L_k_mismatch"
     return "batch_mismatch" if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2] else "empty"
@@ -154,8 +154,7 @@ def _check_qkv(found: _Findings, query: Any, key: Any, value: Any) -> dict | Non
     try:
         s = checks.check_qkv(*(torch.empty(t.shape, device="meta") for t in qkv), finite=False)
     except checks.ShapeError as err:
-        code, _, hint = _shape_code(query, key, value).partition(": ")
-        return found.add(code, f"{err} {hint}".strip())
+        return found.add(_shape_code(query, key, value), str(err))
     sizes = sizes_of(s)
     if (H := sizes.get("H", 0)) >= 2 and s.d_k == H and s.L_k in (H, 1):
         what = "returns wrong numbers" if s.L_k == H else "fails only at weights @ value"
@@ -239,28 +238,27 @@ def _check_mask(found: _Findings, keep: torch.Tensor, scores: tuple) -> torch.Te
     padding_like = keep.dim() == 2 and bool((keep[:, 1:].int() <= keep[:, :-1].int()).all())
     if padding_like and len(scores) > 2 and keep.shape == (B, L_k) and B == L_q:
         found.add("mask_ambiguous", f"mask {tuple(keep.shape)} is read as (L_q, L_k), but its "
-                  f"rows look like padding and B = L_q = {B}: a (B, L_k) padding mask would mask "
-                  f"the wrong thing silently. Use mask.unsqueeze(1) (mask[:, None, None] on 4-D).")  # fmt: skip
+                  f"rows look like padding and B = L_q = {B}. {why('mask_not_unsqueezed', B=B, L_k=L_k)}")  # fmt: skip
     full = keep.expand(scores)  # (…, L_q, L_k)
     if L_q == L_k > 1 and not bool(full.diagonal(dim1=-2, dim2=-1).any()):
         found.add("mask_inverted", "mask blocks the diagonal everywhere, as an inverted causal "
-                  f"mask does: no token may attend to itself. {find('mask_inverted').why}")  # fmt: skip
+                  f"mask does: no token may attend to itself. {why('mask_inverted')}")  # fmt: skip
     elif (blocked := 1 - full.sum().item() / full.numel()) > 0.5:
         found.add("mask_inverted", f"mask blocks {blocked:.1%} of the query–key pairs: is it "
-                  f"inverted? {find('mask_inverted').why}")  # fmt: skip
+                  f"inverted? {why('mask_inverted')}")  # fmt: skip
     if L_q == L_k > 1 and torch.equal(full, full.new_ones(L_q, L_k).triu().expand(scores)):
         found.add("mask_future", "mask is upper triangular, so each query sees the future: a "
                   "causal mask is torch.tril, query i sees keys 0 … i.")  # fmt: skip
     if bool((no_key := ~full.any(dim=-1)).any()):  # (…, L_q)
-        why = " They usually are padded queries: leave them out of the loss."
+        note = " They usually are padded queries: leave them out of the loss."
         if keep.shape[-1] == 1 and L_k > 1:
-            why = f" The mask is (…, L_q, 1), as if transposed. {find('mask_transposed').why}"
+            note = f" The mask is (…, L_q, 1), as if transposed. {why('mask_transposed')}"
         elif found.has("mask_inverted"):
-            why = " Here they most likely come from the inverted mask."
+            note = " Here they most likely come from the inverted mask."
         first = tuple(no_key.nonzero()[0].tolist())
         found.add("fully_masked_rows", f"{int(no_key.sum())} query row(s), the first at {first}, "
                   f"have every key blocked: attn_lib and SDPA give them zero weights, a -1e9 fill "
-                  f"uniform ones (the mean of V), -inf NaN.{why}")  # fmt: skip
+                  f"uniform ones (the mean of V), -inf NaN.{note}")  # fmt: skip
     return full
 
 
@@ -316,7 +314,7 @@ def _name_mistake(found: _Findings, w: torch.Tensor, inputs: Inputs,
         found.add("dropout_on", f"rows sum to {(r := w.sum(-1)).min():.4f} … {r.max():.4f}, not 1:"
                   f" {drop[1]:.0%} of the weights are 0, the others softmax's × {drop[0]:.4f} = "
                   f"1/(1 − p) for p ≈ {1 - 1 / drop[0]:.2f}. Dropout is on, as in training. "
-                  f"{find('dropout_on').why}")  # fmt: skip
+                  f"{why('dropout_on')}")  # fmt: skip
         return True
     if fit is not None and _close(w, inputs.attend(scale=fit), tol):
         return _off_scale(found, f"the weights' scale, {fit:.4g},", fit, d_k**-0.5) or True
@@ -346,7 +344,7 @@ def _check_weights(found: _Findings, weights: Any, w: torch.Tensor | None, score
                   f"-inf scores (masked with -inf), or exp overflowing without the max trick.")  # fmt: skip
     elif bool((w < 0).any()):
         found.add("weights_negative", f"weights hold negative values (down to {w.min():.4f}): "
-                  f"these look like scores. Apply softmax(scores, dim=-1).")  # fmt: skip
+                  f"these look like scores. {why('no_softmax')}")  # fmt: skip
     elif not bool(one[has_key].all() and (one | zero)[~has_key].all()):
         found.add("row_sums", f"the rows of weights sum to {sums.min():.4f} … {sums.max():.4f}, "
                   f"not 1 (0 for a row with no allowed key): use softmax(scores, dim=-1).")  # fmt: skip

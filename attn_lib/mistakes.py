@@ -1,9 +1,12 @@
 """The learner mistakes the series names, each with its explanation and fix.
 
-:data:`MISTAKES` is the one table of them; each row recomputes its mistake's weights with
-attn_lib's own attention, so that :func:`attn_lib.diagnose` names the mistake a learner's
-weights equal and the checkers the one a learner's function matches. Used by notebooks 05 ("5 ·
-Check yourself") and 08 ("6 · `attn_lib.diagnose` on your tensors", "7 · Check yourself").
+:data:`MISTAKES` is the one table of them. A mistake in the attention itself recomputes its
+weights with attn_lib's own attention, so that :func:`attn_lib.diagnose` names the mistake a
+learner's weights equal and the checkers the one a learner's function matches; the others (a
+mask built or converted wrongly, a fill float16 cannot hold, nn.Linear and nn.MultiheadAttention
+read wrongly) are text that the errors of :mod:`attn_lib.checks` and the checkers quote. Used by
+notebooks 02, 05, 06, 07 and 08 ("Check yourself"), and 08 ("6 · `attn_lib.diagnose` on your
+tensors").
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import torch
 from .attention import scaled_dot_product_attention
 from .checks import QKVShapes, as_keep_mask, check_qkv
 
-__all__ = ["FILLS", "MISTAKES", "Inputs", "Mistake", "find", "sizes_of"]
+__all__ = ["FILLS", "MISTAKES", "Inputs", "Mistake", "find", "sizes_of", "why"]
 
 # What a row with no allowed key holds: attn_lib's zeros, uniform (the article's -1e9), NaN.
 FILLS = (None, -1e9, -math.inf)
@@ -86,6 +89,11 @@ class Mistake:
     weights: Callable[[Inputs], torch.Tensor | None] | None = None
     scale: Callable[[Mapping], float | None] | None = None
 
+    @property
+    def recomputes(self) -> bool:
+        """Whether the mistake has weights to recompute (a mistake in the attention itself)."""
+        return self.weights is not None or self.scale is not None
+
     def recompute(self, inputs: Inputs) -> torch.Tensor | None:
         """The weights (…, L_q, L_k) this mistake gives on ``inputs``, or None."""
         if self.scale is not None:
@@ -109,7 +117,8 @@ class Mistake:
     def explain(self, sizes: Mapping | None = None, fill: float | None = None) -> str:
         """'name. why' with these sizes (default: their symbols), and a note for a -inf fill."""
         nan = " With a -inf fill, the query rows whose keys were all blocked came out NaN."
-        return f"{self.name}. {self.why}".format(**(sizes or _SYMBOLS)) + nan * (fill == -math.inf)
+        text = f"{self.name}. {self.why}".format(**(_SYMBOLS | dict(sizes or {})))
+        return text + nan * (fill == -math.inf)
 
 
 def _reversed(t: torch.Tensor) -> torch.Tensor:
@@ -133,7 +142,7 @@ _T_FIX = "Use key.transpose(-2, -1) (or key.mT), which swaps only the last two d
 _DIM_FIX = "Each query's weights over the keys must sum to 1: softmax(scores, dim=-1)."
 _MASK_T = ("A keep-mask is laid out like the scores, (…, L_q, L_k): transposed, a causal mask "
            "shows each query the future, not the past, and a (B, 1, L_k) padding mask blanks "
-           "query rows instead of key columns. Use the mask as it is.")  # fmt: skip
+           "query rows instead of key columns. Keep that layout: (B, 1, L_k) for padding.")  # fmt: skip
 _WIDTH = "the width of the queries and keys, d_k = query.size(-1)"
 
 # The table, most common first; where two rows give the same numbers, the first is named.
@@ -191,25 +200,26 @@ MISTAKES: tuple[Mistake, ...] = (
             "Row i then holds key i against every query and still sums to 1: only a comparison "
             "catches it. Queries ask: query @ key.transpose(-2, -1).",
             lambda a: a.attend(query=a.key, key=a.query)),
-    Mistake("mask_not_applied", "softmax(Q Kᵀ / √d_k) without the mask",
+    Mistake("mask_not_applied", "the softmax without the mask",
             "The code ignores the mask, or drops masked_fill's result (it is not in place): "
-            "scores = scores.masked_fill(mask == 0, -1e9).", lambda a: a.masked(lambda m: None)),
+            "scores = scores.masked_fill(mask == 0, fill).", lambda a: a.masked(lambda m: None)),
     Mistake("mask_inverted", "the attention with the mask inverted",
-            "The mask was read as True = blocked (nn.MultiheadAttention's convention); attn_lib "
-            "and the article use True = may attend: fill where mask == 0.",
+            "attn_lib and the article's masked_fill(mask == 0, …) read True = may attend, "
+            "nn.MultiheadAttention's attn_mask True = blocked: a mask read in the other "
+            "convention blocks exactly the keys it should allow. Invert it: ~mask.",
             lambda a: a.masked(lambda m: ~m, unless=a.additive)),
     Mistake("additive_mask_as_keep", "the attention with the additive mask used as a keep-mask",
-            "An additive mask is 0 where allowed, so masked_fill(mask == 0, …) blocks the "
-            "allowed pairs: add it to the scores.",
-            lambda a: a.masked(lambda m: ~m, unless=not a.additive)),
+            "An additive mask is 0 where a query may attend and -inf where it may not, so read "
+            "as a keep-mask it blocks the allowed keys: add it to the scores, or pass mask == 0 "
+            "as the keep-mask.", lambda a: a.masked(lambda m: ~m, unless=not a.additive)),
     Mistake("mask_transposed", "the attention with mask.transpose(-2, -1)", _MASK_T,
             lambda a: a.masked(lambda m: m.mT)),
     Mistake("mask_transposed", "the attention with mask.T, every dim of the mask reversed",
             _MASK_T, lambda a: a.masked(_reversed)),
     Mistake("mask_fill_zero", "masked_fill(mask == 0, 0) then softmax: a fill of 0",
-            "exp(0) = 1 is not small, so blocked keys keep their weight: fill with -1e9 or "
-            "torch.finfo(scores.dtype).min.", lambda a: a.masked(fill=0.0)),
-    Mistake("mask_after_softmax", "softmax(Q Kᵀ / √d_k) with the blocked weights zeroed after it",
+            "exp(0) = 1 is not small, so blocked keys keep their weight, as any key whose score "
+            "is 0: fill with torch.finfo(scores.dtype).min.", lambda a: a.masked(fill=0.0)),
+    Mistake("mask_after_softmax", "the softmax with the blocked weights zeroed after it",
             "Rows no longer sum to 1: the blocked keys' weight is lost. Mask the scores before "
             "the softmax.", _zeroed_after),
     Mistake("uniform_rows", "masked_fill(mask == 0, -1e9) then softmax: rows with no key uniform",
@@ -222,6 +232,64 @@ MISTAKES: tuple[Mistake, ...] = (
             "F.dropout(x, p) has training=True by default and nn.Dropout is on until model.eval():"
             " it zeroes weights at random and multiplies the others by 1/(1 − p), so rows sum to 1"
             " only on average. To evaluate, call model.eval() (or pass training=False)."),
+    # Around the attention: text that the errors of attn_lib.checks and the checkers quote.
+    Mistake("fill_overflow", "masked_fill(mask == 0, -1e9) on float16 scores",
+            "float16 holds numbers only down to -65504, so masked_fill refuses the article's "
+            "-1e9 there: take the fill from the dtype, torch.finfo(scores.dtype).min."),
+    Mistake("mask_not_unsqueezed", "a (B, L_k) padding mask used as it is",
+            "Against (B, L_q, L_k) scores a (B, L_k) padding mask does not fit when B ≠ L_q, "
+            "and is silently read as queries × keys, (L_q, L_k), when B = L_q. Add the query "
+            "axis: mask.unsqueeze(1) → ({B}, 1, {L_k}), or attn_lib.padding_mask(lengths)."),
+    Mistake("padded_query_rows", "a padding mask on both axes, queries and keys",
+            "The rows of padded queries then have no allowed key: NaN with a -inf fill, uniform "
+            "with -1e9. Block the padded keys only, (B, 1, L_k), and leave padded queries out of "
+            "the loss."),
+    Mistake("masks_or", "keep-masks combined with |",
+            "A key is then allowed if either mask allows it. Combine keep-masks with &: a key "
+            "is allowed only if every mask allows it."),
+    Mistake("causal_ignored", "a causal mask left out",
+            "Without it each query sees the keys after it, the future: & the padding mask with "
+            "the lower triangle, torch.ones(L, L, dtype=torch.bool).tril()."),
+    Mistake("bitwise_not_int", "~mask on an integer 0/1 mask",
+            "On integers ~ is a bitwise not: 1 becomes -2 and 0 becomes -1, never a 0/1 mask. "
+            "Compare instead: mask == 0, or mask.bool() first."),
+    Mistake("keep_mask_to_mha", "a keep-mask passed to nn.MultiheadAttention as attn_mask",
+            "MHA reads True as blocked: each query attends only to the keys it should not see, "
+            "and a query allowed every key gets none (NaN). Invert it: keep == 0."),
+    Mistake("float_mask_added", "a 0/1 float mask passed to PyTorch's attention",
+            "nn.MultiheadAttention and SDPA add a float mask to the scores: a 1 only nudges a "
+            "score and a 0 blocks nothing. A float mask is 0 where a query may attend and -inf "
+            "where it may not; simpler, pass a bool mask."),
+    Mistake("key_transposed", "key passed as Kᵀ, (…, d_k, L_k)",
+            "The key looks transposed already: pass K itself, (…, L_k, d_k); attention "
+            "transposes it when it computes Q Kᵀ."),
+    Mistake("linear_not_transposed", "x @ layer.weight: nn.Linear's weight not transposed",
+            "nn.Linear(d_model, d_k) stores its weight as (d_k, d_model), the transpose of the "
+            "article's W_Q: the product is x @ layer.weight.T. Without .T it runs only when "
+            "d_k = d_model, and then silently gives wrong numbers."),
+    Mistake("bias_missing", "x @ layer.weight.T without layer.bias",
+            "nn.Linear has bias=True by default: the layer adds layer.bias after the product."),
+    Mistake("bias_none", "layer.bias added when it is None",
+            "A layer built with bias=False has .bias = None, which cannot be added to a tensor: "
+            "add the bias only when it exists (if layer.bias is not None)."),
+    Mistake("k_bias_no_shift", "no shift: a bias on K leaves the scores as they are",
+            "A bias on K moves row i of the scores by q_i·b_K / √d_k, the same for every key j; "
+            "what does not change is the weights: softmax ignores a constant added to a row."),
+    Mistake("no_out_proj", "the attention output without mha.out_proj",
+            "nn.MultiheadAttention applies one more Linear(E, E), out_proj (multi-head "
+            "attention's W^O, kept with one head): that is why the article's comparison is off "
+            "by about 1 while the weights agree. Finish with mha.out_proj(output)."),
+    Mistake("out_proj_transposed", "out_proj with its weight transposed",
+            "A Linear stores its weight as (out, in) and computes x Wᵀ + b: call the layer "
+            "itself, mha.out_proj(output)."),
+    Mistake("out_proj_no_bias", "out_proj with its weight but not its bias",
+            "mha.out_proj(output) applies both, the weight and the bias."),
+    Mistake("in_proj_bias_missing", "Q, K and V without mha.in_proj_bias",
+            "Its slices [0:E], [E:2E], [2E:3E] are b_Q, b_K, b_V, in the order of the weight's "
+            "rows: add them, or use F.linear(x, W, b)."),
+    Mistake("qk_swapped", "the attention with W_Q and W_K swapped",
+            "Rows [0:E] of in_proj_weight are W_Q, [E:2E] W_K, [2E:3E] W_V: "
+            "mha.in_proj_weight.chunk(3) gives them in that order."),
 )  # fmt: skip
 
 
@@ -233,4 +301,12 @@ def sizes_of(shapes: QKVShapes) -> dict[str, int]:
 
 def find(code: str) -> Mistake:
     """The first row of :data:`MISTAKES` with this code (KeyError if none has it)."""
-    return {m.code: m for m in reversed(MISTAKES)}[code]
+    return _FIRST[code]
+
+
+def why(code: str, **sizes: int) -> str:
+    """The explanation of mistake ``code``, with these sizes (their symbols where not given)."""
+    return _FIRST[code].why.format(**(_SYMBOLS | sizes))
+
+
+_FIRST = {m.code: m for m in reversed(MISTAKES)}

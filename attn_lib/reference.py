@@ -66,7 +66,7 @@ def from_multihead_attention(mha: nn.MultiheadAttention) -> SingleHeadAttention:
         ValueError: num_heads != 1, batch_first=False, add_bias_kv or add_zero_attn,
             or kdim/vdim different from embed_dim.
 
-    Source: torch/nn/modules/activation.py (MultiheadAttention); article section 3.4.
+    Source: torch.nn.MultiheadAttention docs (in_proj_weight); article section 3.4.
     """
     _check_single_head(mha)
     E = mha.embed_dim

@@ -69,13 +69,21 @@ AS_WRITTEN = [
     ("nan_rows", (Q3, K3, V3, EMPTY), lambda q, k, m: softmax(s(q, k), m, fill=-math.inf)),
     ("dropout_on", None, None),  # random: recognised by its zeros, never recomputed
 ]  # fmt: skip
+# Around the attention: text only, quoted by the errors and the checkers
+AROUND = ["fill_overflow", "mask_not_unsqueezed", "padded_query_rows", "masks_or",
+          "causal_ignored", "bitwise_not_int", "keep_mask_to_mha", "float_mask_added",
+          "key_transposed", "linear_not_transposed", "bias_missing", "bias_none",
+          "k_bias_no_shift", "no_out_proj", "out_proj_transposed", "out_proj_no_bias",
+          "in_proj_bias_missing", "qk_swapped"]  # fmt: skip
 
 
 def test_the_table_reads_as_it_is_tested():
-    assert [code for code, _, _ in AS_WRITTEN] == [m.code for m in MISTAKES]
+    assert [code for code, _, _ in AS_WRITTEN] + AROUND == [m.code for m in MISTAKES]
+    assert [m.code for m in MISTAKES if not m.recomputes] == ["dropout_on", *AROUND]
     for m in MISTAKES:
         assert "\n" not in m.name and m.why.endswith(".") and len(m.why) > 40
         assert find(m.code).code == m.code
+        assert "{" not in m.explain({"B": 2, "L_k": 5})  # every size it names is filled in
     with pytest.raises(KeyError):
         find("no_such_mistake")
 
@@ -93,9 +101,9 @@ def test_each_mistake_recomputes_the_weights_a_learner_gets(row):
 def test_the_rows_that_need_more_than_the_tensors():
     sizes = {"B": 2, "H": 3, "L_q": 5, "L_k": 6, "d_k": 4, "d_v": 7}
     inputs = Inputs(Q4, K4, PAD, 0.5, sizes | {"d_model": 12}, -1e9)
-    torch.testing.assert_close(find("scale_d_model").recompute(inputs), softmax(s(Q4, K4, 12**0.5), PAD))
+    torch.testing.assert_close(find("scale_d_model").recompute(inputs), softmax(s(Q4, K4, 12**0.5), PAD))  # fmt: skip
     additive = Inputs(Q4, K4, PAD, 0.5, sizes, -1e9, additive=True)  # PAD read from mask == 0
-    torch.testing.assert_close(find("additive_mask_as_keep").recompute(additive), softmax(s(Q4, K4), ~PAD))
+    torch.testing.assert_close(find("additive_mask_as_keep").recompute(additive), softmax(s(Q4, K4), ~PAD))  # fmt: skip
     assert find("mask_inverted").recompute(additive) is None
     assert find("dropout_on").recompute(inputs) is None
 
@@ -117,7 +125,7 @@ def test_the_fill_decides_only_the_rows_with_no_key(fill):
     _, weights = find("mask_inverted").attention(Q3, K3, V3, EMPTY, fill_value=fill)
     blank = ~(~EMPTY).any(dim=-1)  # rows whose keys the inverted mask blocks: row 0 everywhere
     want = {None: 0.0, -1e9: 1 / 3, -math.inf: math.nan}[fill]
-    torch.testing.assert_close(weights[blank], torch.full_like(weights[blank], want), equal_nan=True)
+    torch.testing.assert_close(weights[blank], torch.full_like(weights[blank], want), equal_nan=True)  # fmt: skip
 
 
 def test_explain_names_the_sizes_or_their_symbols_and_the_nan_of_a_minus_inf_fill():

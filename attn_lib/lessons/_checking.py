@@ -314,7 +314,7 @@ def _matches(
 def _named_mistake(outcomes: list[_Outcome], cases: list[_Case]) -> tuple[str, str] | None:
     """(code, message) of the first mistake of attn_lib.mistakes the learner matches, or None."""
     fills = FILLS if any(c.mask is not None for c in cases) else FILLS[:1]
-    for mistake in MISTAKES:
+    for mistake in (m for m in MISTAKES if m.recomputes):  # the others are text only
         for fill in fills:
             if _matches(outcomes, mistake, cases, fill):
                 return mistake.code, f"Your function computes {mistake.explain(fill=fill)}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..mistakes import why
 from ._checking import (
     _SEED,
     CheckResult,
@@ -126,16 +127,9 @@ def _projection_error(case: str, err: Exception) -> tuple[str, str]:
             "see what the layer computes. Use its parameters: `x @ W_Q.weight.T + W_Q.bias`."
         )
     if "NoneType" in text:
-        return "bias_none", said + (
-            "A layer built with bias=False has `.bias = None`, and None cannot be added to a "
-            "tensor: add the bias only when it exists (`if layer.bias is not None: ...`)."
-        )
+        return "bias_none", said + why("bias_none")
     if "cannot be multiplied" in text or "size mismatch" in text:
-        return "no_transpose", said + (
-            "nn.Linear(d_model, d_k) stores its weight as (d_k, d_model), the transpose of the "
-            "article's (d_model, d_k) matrix, so the product is `x @ W_Q.weight.T`. Without .T "
-            "it runs only when d_k = d_model, and then silently gives wrong numbers."
-        )
+        return "linear_not_transposed", said + why("linear_not_transposed")
     return "error", said + "Fix that line and run the check again."
 
 
@@ -146,8 +140,9 @@ def _check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
     some with ``.bias = None``, and refuse to be called.
 
     Returns:
-        CheckResult; ``mistake`` is None or one of: "not_written", "called_layer",
-        "bias_none", "no_transpose", "error", "bad_return", "missing_bias", "unknown".
+        CheckResult; ``mistake`` is None or one of: "not_written", "called_layer", "error",
+        "bad_return", "unknown", or "bias_none", "linear_not_transposed", "bias_missing"
+        (attn_lib.mistakes).
 
     Source: article section 2.1 (W_Q as (d_model, d_k)); torch.nn.Linear (weight
         (out_features, in_features), y = x Wᵀ + b, bias=True by default).
@@ -181,13 +176,8 @@ def _check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
             verbose,
         )
     if matches(bias=False):
-        return _not_yet(
-            "missing_bias",
-            "Your products are right but the bias is missing. nn.Linear has bias=True by "
-            "default, so these layers (except in the bias=False case) add `layer.bias` after "
-            "the product: `x @ layer.weight.T + layer.bias`.",
-            verbose,
-        )
+        return _not_yet("bias_missing", "Your products are right but the bias is missing. "
+                        + why("bias_missing"), verbose)  # fmt: skip
     return _not_yet(
         "unknown",
         "Your tensors match none of the usual mistakes (no transpose, no bias). Return them in "
@@ -216,19 +206,17 @@ def _check_k_bias_shift(fn: Callable, *, verbose: bool = True) -> CheckResult:
 
     Returns:
         CheckResult; ``mistake`` is None or one of: "not_written", "error", "bad_return",
-        "wrong_shape", "zero", "no_scale", "scale_d_k", "unknown".
+        "wrong_shape", "unknown", or "k_bias_no_shift", "no_scale", "scale_d_k"
+        (attn_lib.mistakes).
 
     Source: article sections 2.2 (scaling) and 3.2 (bias=False); Vaswani et al. 2017, eq. (1).
     """
     name, g = _name_of(fn), torch.Generator().manual_seed(_SEED + 3)
-    mistakes = {  # code: (the wrong answer, what to say)
-        "zero": (lambda q, b: torch.zeros(q.shape[0]), ("You answer 0: the scores do not "
-                 "change. They do: each row moves by q_i·b_K / √d_k. What does not change is the "
-                 "*weights*, because softmax ignores a constant added to a whole row.")),
-        "no_scale": (lambda q, b: q @ b, ("Right idea, but that is the shift of the raw scores "
-                     "Q Kᵀ. The scores are divided by √d_k, and so is their shift.")),
-        "scale_d_k": (lambda q, b: q @ b / q.shape[-1], ("Your shift is divided by d_k; the "
-                      "scores are divided by √d_k.")),
+    mistakes = {  # a code of attn_lib.mistakes: (the wrong answer, what it shows)
+        "k_bias_no_shift": (lambda q, b: torch.zeros(q.shape[0]), "You answer 0."),
+        "no_scale": (lambda q, b: q @ b, ("Right idea, but that is the shift of the raw "
+                     "scores Q Kᵀ, and the scores are scaled.")),
+        "scale_d_k": (lambda q, b: q @ b / q.shape[-1], "Your shift is divided by d_k."),
     }  # fmt: skip
     matched = dict.fromkeys([None, *mistakes], True)
     for L_q, L_k, d_k in ((5, 5, 4), (3, 7, 6), (8, 4, 2)):
@@ -260,9 +248,9 @@ def _check_k_bias_shift(fn: Callable, *, verbose: bool = True) -> CheckResult:
             f"the same weights: a bias on K changes nothing.",
             verbose,
         )
-    for code, (_, message) in mistakes.items():
+    for code, (_, shows) in mistakes.items():
         if matched[code]:
-            return _not_yet(code, message + " Use `query @ b_K / math.sqrt(d_k)`.", verbose)
+            return _not_yet(code, f"{shows} {why(code)}", verbose)
     return _not_yet(
         "unknown",
         "Your numbers match neither the shift nor a usual mistake. Expand q_i·(k_j + b_K) and "

@@ -18,6 +18,7 @@ from torch import nn
 
 from .. import masks
 from ..attention import SingleHeadAttention, scaled_dot_product_attention
+from ..mistakes import find, why
 from . import _examples as article
 from ._checking import (
     _SEED,
@@ -210,32 +211,15 @@ def _attend(mha: nn.MultiheadAttention, x: torch.Tensor, *, swap_qk: bool = Fals
     return scaled_dot_product_attention(Q, K, V, scale=scale)[0]
 
 
-_MHA_MISTAKES: list[tuple[str, str, Callable]] = [  # (code, explanation, the wrong forward)
-    ("no_out_proj", (
-        "Your output is the attention output *before* nn.MultiheadAttention's output "
-        "projection. The module applies one more Linear(E, E), `mha.out_proj` (the W^O of "
-        "multi-head attention, kept with one head); that is why the article's comparison is "
-        "off by about 1 while the weights agree. Finish with `mha.out_proj(output)`."),
-     lambda m, x: _attend(m, x)),
-    ("out_proj_transposed", (
-        "Your out_proj is applied transposed: a Linear stores its weight as (out, in) and "
-        "computes output · Wᵀ + b. Call the layer itself: `mha.out_proj(output)`."),
-     lambda m, x: F.linear(_attend(m, x), m.out_proj.weight.T, m.out_proj.bias)),
-    ("out_proj_no_bias",
-     "You apply out_proj's weight but not its bias; `mha.out_proj(output)` does both.",
-     lambda m, x: _attend(m, x) @ m.out_proj.weight.T),
-    ("in_proj_bias_missing", (
-        "Your Q, K, V leave out `mha.in_proj_bias`: its slices [0:E], [E:2E], [2E:3E] are "
-        "b_Q, b_K, b_V, in the same order as the weight's rows."),
-     lambda m, x: m.out_proj(_attend(m, x, in_bias=False))),
-    ("qk_swapped", (
-        "Your W_Q and W_K are swapped: rows [0:E] of in_proj_weight are W_Q, rows [E:2E] W_K, "
-        "rows [2E:3E] W_V; `mha.in_proj_weight.chunk(3)` gives them in that order."),
-     lambda m, x: m.out_proj(_attend(m, x, swap_qk=True))),
-    ("no_scale",
-     "Your scores are not divided by √d_k; with one head nn.MultiheadAttention scales by 1/√E.",
-     lambda m, x: m.out_proj(_attend(m, x, scale=1.0))),
-]  # fmt: skip
+# A mistake of attn_lib.mistakes → the forward pass that makes it, (mha, x) → (B, L, E).
+_MHA_MISTAKES: dict[str, Callable] = {
+    "no_out_proj": lambda m, x: _attend(m, x),
+    "out_proj_transposed": lambda m, x: F.linear(_attend(m, x), m.out_proj.weight.T, m.out_proj.bias),
+    "out_proj_no_bias": lambda m, x: _attend(m, x) @ m.out_proj.weight.T,
+    "in_proj_bias_missing": lambda m, x: m.out_proj(_attend(m, x, in_bias=False)),
+    "qk_swapped": lambda m, x: m.out_proj(_attend(m, x, swap_qk=True)),
+    "no_scale": lambda m, x: m.out_proj(_attend(m, x, scale=1.0)),
+}  # fmt: skip
 
 
 def _check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
@@ -244,7 +228,7 @@ def _check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
     ``mha`` is an ``nn.MultiheadAttention(E, num_heads=1, batch_first=True)`` in eval
     mode (E = 6 without biases, E = 4 and 8 with non-zero biases), x is (B, L, E).
     ``mistake`` is None or one of "not_written", "error", "called_module",
-    "bad_return", "wrong_shape", the codes of the mistakes table, or "unknown".
+    "bad_return", "wrong_shape", a code of attn_lib.mistakes (:data:`_MHA_MISTAKES`), "unknown".
     """
     name, cases, outputs = _name_of(fn), _mha_cases(), []
     for case, mha, x in cases:
@@ -275,9 +259,9 @@ def _check_mha_forward(fn: Callable, *, verbose: bool = True) -> CheckResult:
         if all(_close(o, m(x, x, x)[0]) for o, (_, m, x) in zip(outputs, cases, strict=True)):
             return _passed(f"{name} reproduces nn.MultiheadAttention's output on all "
                            f"{len(cases)} cases, with and without biases.", verbose)  # fmt: skip
-        for code, why, make in _MHA_MISTAKES:
+        for code, make in _MHA_MISTAKES.items():
             if all(_close(o, make(m, x)) for o, (_, m, x) in zip(outputs, cases, strict=True)):
-                return _not_yet(code, why, verbose)
+                return _not_yet(code, f"Your function computes {find(code).explain()}", verbose)
     return _not_yet("unknown", "Your output matches none of the usual single mistakes. Check "
                     "each step against the module: the three slices of in_proj_weight (and "
                     "in_proj_bias), softmax(Q Kᵀ / √E) V, then mha.out_proj.", verbose)  # fmt: skip
@@ -323,22 +307,17 @@ def _verdict_on_masks(name: str, cases: list, results: list, verbose: bool) -> C
                        "where blocked); MHA adds it to the scores, which blocks the same "
                        "cells.", verbose)  # fmt: skip
     if any(set(m.unique().tolist()) <= {-1, -2} for m, _ in pairs):  # ~ on an int tensor
-        return _not_yet("bitwise_not_int", "Your mask holds -1 and -2: `~` on an integer tensor "
-                        "is a bitwise not (1 → -2, 0 → -1). Compare instead: `keep == 0`.",
+        return _not_yet("bitwise_not_int", f"Your mask holds -1 and -2. {why('bitwise_not_int')}",
                         verbose)  # fmt: skip
     if all(not m.is_floating_point() and torch.equal(m != 0, ~b) for m, b in pairs):
-        return _not_yet("not_inverted", "Your mask still says True = may attend, but "
-                        "nn.MultiheadAttention reads True as *blocked*: every query would attend "
-                        "only to the keys it should not see, and a query allowed every key would "
-                        "get none (NaN). Invert it: `keep == 0`.", verbose)  # fmt: skip
+        return _not_yet("keep_mask_to_mha", "Your mask still says True = may attend. "
+                        + why("keep_mask_to_mha"), verbose)  # fmt: skip
     (desc, _), (m, b) = next((c, p) for c, p in zip(cases, pairs, strict=True)
                              if not (p[0].dtype == torch.bool and torch.equal(*p)))  # fmt: skip
     if m.is_floating_point():
         values = ", ".join(f"{v:g}" for v in sorted(set(m.flatten().tolist()))[:4])
-        return _not_yet("float_mask", f"For {desc}, your mask is a float tensor holding "
-                        f"{values}. MHA *adds* a float mask to the scores (a 1 only nudges a "
-                        "score): it must be 0 where a query may attend and -inf where it may "
-                        "not. Simplest: a bool mask, `keep == 0`.", verbose)  # fmt: skip
+        return _not_yet("float_mask_added", f"For {desc}, your mask is a float tensor holding "
+                        f"{values}. {why('float_mask_added')}", verbose)  # fmt: skip
     return _not_yet("unknown", f"For {desc}, your attn_mask ({m.dtype}) differs from the "
                     "expected one (bool, True = blocked) in "
                     f"{_mask_difference(m != 0, b, 'blocked', 'may attend')}. MHA takes bool "
@@ -350,7 +329,7 @@ def _check_mha_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     → MHA's attn_mask (bool, same shape, True = blocked; an additive 0 / -inf mask passes).
 
     ``mistake`` is None or one of "not_written", "error", "bad_return", "wrong_shape",
-    "bitwise_not_int", "not_inverted", "float_mask", "unknown".
+    "bitwise_not_int", "keep_mask_to_mha", "float_mask_added" (attn_lib.mistakes), "unknown".
     """
     name, cases, results = _name_of(fn), _mha_mask_cases(), []
     for desc, keep in cases:

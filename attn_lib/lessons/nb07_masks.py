@@ -6,6 +6,7 @@ dashboard" (``mask_setting``) and "8 · Check yourself" (the checkers and their 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import torch
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
+from ..mistakes import FILLS, Inputs, find, why
 from ._checking import (
     _SEED,
     CheckResult,
@@ -120,56 +122,43 @@ def _masked_softmax_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     cases = [("float32, padding mask (2, 1, 5), lengths [5, 3]", (2, 4, 5), padding_mask([5, 3])),
              ("float32, causal mask (4, 4)", (3, 4, 4), causal_mask(4)),
              ("float32, left padding [5, 3] under a causal mask (2, 5, 5)", (2, 5, 5), left_causal),
-             ("float16, the same left padding and causal mask", (2, 5, 5), left_causal)]
+             ("float16, the same left padding and causal mask", (2, 5, 5), left_causal)]  # fmt: skip
     dtypes = (torch.float32,) * 3 + (torch.float16,)
     return [(case, (2.0 * torch.randn(shape, generator=g)).to(dtype), keep)
             for (case, shape, keep), dtype in zip(cases, dtypes, strict=True)]  # fmt: skip
 
 
-_SOFTMAX_MISTAKES = {
-    "mask_inverted": "Your mask polarity is inverted: the allowed keys get (almost) no weight. "
-    "keep is True where a query may attend, so fill where it is False: "
-    "`scores.masked_fill(~keep, fill)` (nn.MultiheadAttention's True = blocked is the usual "
-    "source of this slip).",
-    "mask_fill_zero": "your blocked keys still get weight: you filled them with 0, and exp(0) = "
-    "1, as for any key whose score is 0. Fill with torch.finfo(scores.dtype).min.",
-    "mask_leaks": "your blocked keys still get weight. Fill their scores before the softmax with "
-    "torch.finfo(scores.dtype).min: their exp then underflows to 0.",
-    "fill_overflow": "float16 holds numbers only down to -65504, so masked_fill refuses -1e9. "
-    "Take the fill from the dtype: torch.finfo(scores.dtype).min.",
-    "nan_rows": "the rows with no allowed key came out NaN: all -inf, their maximum is -inf and "
-    "the softmax computes (-inf) - (-inf) = NaN. Fill with torch.finfo(scores.dtype).min, then "
-    "zero those rows: `weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)`.",
-    "uniform_rows": "the rows with no allowed key came out uniform: a finite fill makes all their "
-    "scores equal, spreading the weight over keys the query must not see. Zero those rows, as "
-    "attn_lib and SDPA do: `weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)`.",
-}
+def _as_attention(scores: torch.Tensor, keep: torch.Tensor, fill: float | None = None) -> Inputs:
+    """The scores as attn_lib's attention takes them: queries against identity keys with scale
+    1, so that its weights are the masked softmax of the scores (attn_lib's, the one there is)."""
+    eye = torch.eye(scores.shape[-1]).expand(*scores.shape[:-2], -1, -1)  # (B, L_k, L_k)
+    return Inputs(scores.float(), eye, keep, 1.0, {}, fill)
 
 
 def _masked_softmax_mistake(cases: list, outs: list) -> tuple[str, str] | None:
-    """The first named mistake the learner's weights show, or None."""
+    """(code, message) of the first mistake of attn_lib.mistakes the learner's weights show."""
+    (case, scores, keep), on = cases[0], f"On the case '{cases[0][0]}', your function computes"
+    for code, fill in itertools.product(("mask_fill_zero", "mask_not_applied",
+                                         "mask_after_softmax", "softmax_dim"), FILLS):  # fmt: skip
+        if _close(outs[0], find(code).recompute(_as_attention(scores, keep, fill))):
+            return code, f"{on} {find(code).explain()}"
     full = [(c, w, k.expand(w.shape)) for (c, _, k), w in zip(cases[:2], outs[:2], strict=True)]
     mixed = torch.cat([(w * k)[k.any(-1) & ~k.all(-1)].sum(-1) for _, w, k in full])
     if bool((mixed.nan_to_num(0.0) < 0.01).all()):
-        return "mask_inverted", _SOFTMAX_MISTAKES["mask_inverted"]
-    for case, w, _ in full:
-        if not _close(w.sum(-1), torch.ones(w.shape[:-1])):
-            return "rows_not_normalised", (
-                f"On the case '{case}', the rows do not sum to 1: softmax over the keys, `dim=-1`.")
-    if max(float((w * ~k).sum(-1).max()) for _, w, k in full) > 1e-4:
-        case, scores, keep = cases[0]
-        code = "mask_fill_zero" if _close(outs[0], scores.masked_fill(~keep, 0.0).softmax(-1)) \
-            else "mask_leaks"  # fmt: skip
-        return code, f"On the case '{case}', {_SOFTMAX_MISTAKES[code]}"
+        return "mask_inverted", f"Your allowed keys get (almost) no weight. {why('mask_inverted')}"
+    for case, w, k in full:
+        if not _close(w.sum(-1), torch.ones(w.shape[:-1])) or float((w * ~k).sum(-1).max()) > 1e-4:
+            return "mask_leaks", (f"On the case '{case}', your rows do not sum to 1 over the "
+                                  f"allowed keys: fill the blocked scores with torch.finfo("
+                                  f"scores.dtype).min, then softmax over the keys, dim=-1.")  # fmt: skip
     if isinstance(outs[3], Exception):
-        return "fill_overflow", (f"On float16 scores your function raised {_raised(outs[3])}. "
-                                 f"{_SOFTMAX_MISTAKES['fill_overflow']}")  # fmt: skip
+        return "fill_overflow", f"On float16 scores your function raised {_raised(outs[3])}. " \
+            + why("fill_overflow")  # fmt: skip
     case, scores, keep = cases[2]
     rows = outs[2][~keep.any(-1)]  # (n_empty, L_k): the rows with no allowed key
-    if bool(rows.isnan().any()):
-        return "nan_rows", f"On the case '{case}', {_SOFTMAX_MISTAKES['nan_rows']}"
-    if _close(rows, torch.full_like(rows, 1 / scores.shape[-1])):
-        return "uniform_rows", f"On the case '{case}', {_SOFTMAX_MISTAKES['uniform_rows']}"
+    if bool(rows.isnan().any()) or _close(rows, torch.full_like(rows, 1 / scores.shape[-1])):
+        code = "nan_rows" if bool(rows.isnan().any()) else "uniform_rows"
+        return code, f"On the case '{case}', your function computes {find(code).explain()}"
     return None
 
 
@@ -178,11 +167,10 @@ def _check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
 
     Cases: float32 scores with a (B, 1, L_k) padding mask, an (L_q, L_k) causal mask, left
     padding under a causal mask (rows with no allowed key), and that in float16. Blocked keys
-    must get exactly 0, a row with no allowed key zeros, as in attn_lib.
+    must get exactly 0, a row with no allowed key zeros: attn_lib's weights.
 
-    Returns CheckResult; ``mistake`` None, "not_written", "error", "wrong_shape",
-    "rows_not_normalised", "unknown" or a key of _SOFTMAX_MISTAKES.
-    Source: article section 4.1; F.scaled_dot_product_attention (rows with no allowed key).
+    Returns CheckResult; ``mistake`` None, "not_written", "error", "wrong_shape", a code of
+    attn_lib.mistakes, "mask_leaks" or "unknown".
     """
     name, cases, outs = _name_of(fn), _masked_softmax_cases(), []
     for case, scores, keep in cases:
@@ -202,7 +190,7 @@ def _check_masked_softmax(fn: Callable, *, verbose: bool = True) -> CheckResult:
     if mistake is not None:
         return _not_yet(*mistake, verbose)
     for (case, scores, keep), out in zip(cases, outs, strict=True):
-        want = solution_masked_softmax(scores.float(), keep)
+        want = _as_attention(scores, keep).attend()  # attn_lib's weights
         atol = max(2 * torch.finfo(scores.dtype).eps, 1e-5)  # weights ≤ 1: a few ulps of 1
         if not torch.allclose(out, want, rtol=0, atol=atol):
             return _not_yet("unknown", f"On the case '{case}', your weights differ from "
@@ -225,27 +213,26 @@ def solution_batch_mask(lengths: torch.Tensor, causal: bool) -> torch.Tensor:
 
 _BATCH_MASK_CASES = (([4, 2], False), ([4, 2], True), ([3, 1, 2], False), ([2, 3, 1], True))
 
-_BATCH_MASK_MISTAKES = {
-    "mask_not_unsqueezed": "Your padding mask has shape (B, L); it needs (B, 1, L). Against "
-    "(B, L, L) scores a 2-D mask is read as (L_q, L_k): with B ≠ L it does not fit; with B == L, "
-    "as for lengths [3, 1, 2], it is silently applied to the query rows. Add `.unsqueeze(1)`.",
-    "mask_wrong_axis": "Your padding mask has shape (B, L, 1): it blanks padded query *rows*, not "
-    "padded key *columns*, so real queries still attend to padding. Use (B, 1, L).",
-    "mask_inverted": "Your mask is inverted: True where attention is blocked. A keep-mask is True "
-    "where a query may attend: `positions < lengths[:, None]`, `.tril()` for the causal part.",
-    "mask_or": "You combined the masks with `|`: a key is then allowed if either mask allows it. "
-    "Combine keep-masks with `&`: a key is allowed only if every mask allows it.",
-    "mask_causal_ignored": "With causal=True your mask still lets every query see the future: "
-    "`&` it with `torch.ones(L, L, dtype=torch.bool).tril()`.",
-    "mask_query_rows": "Your mask also blocks padded query rows (padding on both axes), which then "
-    "have no allowed key: NaN with -inf, uniform with -1e9. Block padded keys only, (B, 1, L).",
-}
+# The mistakes a batch's keep-mask can show, in the order they are tried.
+_BATCH_MASK_MISTAKES = ("mask_not_unsqueezed", "mask_transposed", "mask_inverted", "masks_or",
+                        "causal_ignored", "padded_query_rows")  # fmt: skip
+
+
+def _batch_mask_text(code: str) -> str:
+    """What a wrong mask of a batch shows, then the table's explanation."""
+    shows = {"mask_not_unsqueezed": "Your padding mask has shape (B, L).",
+             "mask_transposed": "Your padding mask has shape (B, L, 1), the transpose of (B, 1, L).",
+             "mask_inverted": "Your mask is True where attention is blocked.",
+             "masks_or": "You combined the masks with |.",
+             "causal_ignored": "With causal=True your mask has no causal part.",
+             "padded_query_rows": "Your mask also blocks padded query rows."}  # fmt: skip
+    return f"{shows[code]} {why(code, B='B', L_k='L')}"
 
 
 def _as_read(m: torch.Tensor, B: int, L: int) -> torch.Tensor:
     """A mask as (B, L, L) scores read it; RuntimeError if it does not fit."""
     fits = all(d in (n, 1) for d, n in zip(m.shape, (B, L, L), strict=True)) if m.dim() == 3 \
-        else m.dim() == 2 and tuple(m.shape) == (L, L)  # 2-D: (L_q, L_k) for every sequence
+        else m.dim() == 2 and tuple(m.shape) == (L, L)  # 2-D: (L_q, L_k) for every sequence  # fmt: skip
     if fits:
         return m.expand(B, L, L)
     raise RuntimeError(f"a mask of shape {tuple(m.shape)} does not fit ({B}, {L}, {L})")
@@ -256,12 +243,12 @@ def _batch_mask_read(lengths: list[int], causal: bool, mistake: str | None) -> t
     B, L = len(lengths), max(lengths)
     positions, n = torch.arange(L), torch.tensor(lengths)[:, None]
     real = positions < n  # (B, L)
-    pad = {"mask_not_unsqueezed": real, "mask_wrong_axis": real[:, :, None],
-           "mask_query_rows": real[:, None, :] & real[:, :, None]}.get(mistake, real[:, None, :])
+    pad = {"mask_not_unsqueezed": real, "mask_transposed": real[:, :, None],
+           "padded_query_rows": real[:, None, :] & real[:, :, None]}.get(mistake, real[:, None, :])  # fmt: skip
     tri = torch.ones(L, L, dtype=torch.bool).tril()  # (L, L)
     try:
-        if causal and mistake != "mask_causal_ignored":
-            pad = pad | tri if mistake == "mask_or" else pad & tri
+        if causal and mistake != "causal_ignored":
+            pad = pad | tri if mistake == "masks_or" else pad & tri
         read = _as_read(pad, B, L)
     except RuntimeError:
         return None  # (B, L) with B ≠ L: does not broadcast, or refused by attention
@@ -276,8 +263,7 @@ def _check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     include B == L, where a (B, L) mask that was not unsqueezed passes silently.
 
     Returns CheckResult; ``mistake`` None, "not_written", "error", "not_bool", "wrong_shape",
-    "unknown" or a key of _BATCH_MASK_MISTAKES.
-    Source: article section 4.1; attn_lib.padding_mask, causal_mask, combine_masks.
+    "unknown" or a code of attn_lib.mistakes (:data:`_BATCH_MASK_MISTAKES`).
     """
     name, read = _name_of(fn), []
     for lengths, causal in _BATCH_MASK_CASES:
@@ -313,11 +299,11 @@ def _check_batch_mask(fn: Callable, *, verbose: bool = True) -> CheckResult:
     if shows(None):
         return _passed(f"{name} builds the right keep-mask for all {len(read)} cases, with and "
                        f"without the causal mask, B == L included.", verbose)  # fmt: skip
-    for code, text in _BATCH_MASK_MISTAKES.items():
+    for code in _BATCH_MASK_MISTAKES:
         if shows(code):
-            return _not_yet(code, text, verbose)
+            return _not_yet(code, _batch_mask_text(code), verbose)
     if any(r is None for r in read):
-        return _not_yet("mask_not_unsqueezed", _BATCH_MASK_MISTAKES["mask_not_unsqueezed"], verbose)
+        return _not_yet("mask_not_unsqueezed", _batch_mask_text("mask_not_unsqueezed"), verbose)
     for r, (lengths, causal) in zip(read, _BATCH_MASK_CASES, strict=True):
         want = _batch_mask_read(lengths, causal, None)
         if not torch.equal(r, want):

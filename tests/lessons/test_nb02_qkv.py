@@ -73,8 +73,8 @@ def qkv_swapped(x, W_Q, W_K, W_V):
     [
         (_stub, "not_written"),
         (nb02_qkv.solution_qkv, None),
-        (qkv_no_transpose, "no_transpose"),
-        (qkv_no_bias, "missing_bias"),
+        (qkv_no_transpose, "linear_not_transposed"),
+        (qkv_no_bias, "bias_missing"),
         (qkv_bias_none, "bias_none"),
         (qkv_calls_layers, "called_layer"),
         (lambda x, *layers: x, "bad_return"),
@@ -101,7 +101,7 @@ def test_check_qkv_projection(fn, mistake, capsys):
         (_stub, "not_written"),
         (nb02_qkv.solution_k_bias_shift, None),
         (lambda q, b: (q @ b / math.sqrt(q.size(-1)))[:, None], None),  # a column is fine
-        (lambda q, b: torch.zeros(q.shape[0]), "zero"),
+        (lambda q, b: torch.zeros(q.shape[0]), "k_bias_no_shift"),
         (lambda q, b: q @ b, "no_scale"),
         (lambda q, b: q @ b / q.size(-1), "scale_d_k"),
         (lambda q, b: q * b, "wrong_shape"),

@@ -109,7 +109,8 @@ def test_mha_forward_explains_out_proj_and_leaves_the_rng_alone(capsys):
         lambda keep: ~keep.bool(),
         lambda keep: attn_lib.to_additive(keep.bool()),  # 0 / -inf: MHA adds it, same effect
         lambda keep: torch.zeros(keep.shape, dtype=torch.float64).masked_fill(
-            keep == 0, torch.finfo(torch.float64).min),
+            keep == 0, torch.finfo(torch.float64).min
+        ),
         lambda keep: torch.zeros(keep.shape).masked_fill(keep == 0, -1e9),
     ],
 )
@@ -126,10 +127,10 @@ def _raise(keep):
     ("fn", "mistake"),
     [
         (_raise, "not_written"),
-        (lambda keep: keep.bool(), "not_inverted"),
-        (lambda keep: keep, "not_inverted"),
-        (lambda keep: (keep == 0).float(), "float_mask"),  # 0/1 float: added, masks nothing
-        (lambda keep: torch.zeros(keep.shape).masked_fill(keep == 0, -5.0), "float_mask"),
+        (lambda keep: keep.bool(), "keep_mask_to_mha"),
+        (lambda keep: keep, "keep_mask_to_mha"),
+        (lambda keep: (keep == 0).float(), "float_mask_added"),  # 0/1 float: added, masks nothing
+        (lambda keep: torch.zeros(keep.shape).masked_fill(keep == 0, -5.0), "float_mask_added"),
         (lambda keep: ~keep.long(), "bitwise_not_int"),
         (lambda keep: ~keep, "bitwise_not_int"),  # right on the bool cases, not on the int one
         (lambda keep: 1 - keep.long(), "unknown"),  # right cells, integer dtype
@@ -147,6 +148,7 @@ def test_mha_mask_mistakes_are_named_in_words(fn, mistake):
 
 def test_mha_mask_names_the_dtype_and_the_fill():
     assert "bool" in check_mha_mask(lambda keep: 1 - keep.long(), verbose=False).message
+
     def filled(keep):
         return torch.zeros(keep.shape).masked_fill(keep == 0, -5.0)
 
