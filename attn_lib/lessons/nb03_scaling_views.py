@@ -163,21 +163,9 @@ class SaturationDashboard(Dashboard):
                                                "temperature"),
         }  # fmt: skip
         self.curves = {t: saturation_curves(temperature=t) for t in SATURATION_TEMPERATURES}
+        self.L = L = self.curves[temperature]["sqrt"].L
         fig = new_figure(figsize=(10.5, 6.6), dpi=dpi)  # 840 px: the notebook's width
         fig.set_layout_engine("none")
-        self._build(fig, self.curves[temperature])
-        self.render(d_k, scaling, temperature)
-        lines = [
-            a for stat in self.PANELS for a in (*self.lines[stat].values(), self.markers[stat])
-        ]
-        self._renderer = BlitRenderer(fig, [*self.score_bars, *self.weight_bars, self.jacobian,
-                                            *lines, *self.titles, self.suptitle])  # fmt: skip
-        super().__init__(controls, fig)
-        self.update()
-
-    def _build(self, fig: Figure, curves: Mapping[str, SaturationCurve]) -> None:
-        """The axes and the artists :meth:`render` changes (the renderer's dynamic ones)."""
-        self.L = L = next(iter(curves.values())).L
         ax_s, ax_w, ax_j = _axes_row(fig, 3, top=0.84, bottom=0.6, right=0.9)
         self.score_bars = _bar_axes(ax_s, L, "score s_j (symmetric log scale)")
         ax_s.set_yscale("symlog", linthresh=1.0)
@@ -186,8 +174,9 @@ class SaturationDashboard(Dashboard):
         ax_s.axhline(0.0, color="0.3", linewidth=0.8)
         self.weight_bars = _bar_axes(ax_w, L, "weight p_j = softmax(s)_j")
         ax_w.set_ylim(0.0, 1.05)
-        self.jacobian = ax_j.imshow(np.zeros((L, L)), cmap=JACOBIAN_CMAP, vmin=-JACOBIAN_LIMIT,
-                                    vmax=JACOBIAN_LIMIT, interpolation="nearest", aspect="auto")  # fmt: skip
+        self.jacobian = ax_j.imshow(np.zeros((L, L)), cmap=JACOBIAN_CMAP, aspect="auto",
+                                    interpolation="nearest", vmin=-JACOBIAN_LIMIT,
+                                    vmax=JACOBIAN_LIMIT)  # fmt: skip
         ax_j.set(xticks=range(0, L, 5), yticks=range(0, L, 5), xlabel="score s_j",
                  ylabel="weight p_i")  # fmt: skip
         cbar = fig.colorbar(self.jacobian, cax=ax_j.inset_axes([1.04, 0.0, 0.05, 1.0]))
@@ -196,7 +185,7 @@ class SaturationDashboard(Dashboard):
         self.lines: dict[str, dict[str, Line2D]] = {}
         self.markers: dict[str, Line2D] = {}
         for ax, stat in zip(_axes_row(fig, 3, top=0.47, bottom=0.155), self.PANELS, strict=True):
-            self.lines[stat] = draw_curves(ax, curves, stat, zorder=3)
+            self.lines[stat] = draw_curves(ax, self.curves[temperature], stat, zorder=3)
             (self.markers[stat],) = ax.plot([], [], marker="o", markersize=9, markerfacecolor="none",
                                             markeredgecolor="black", markeredgewidth=1.8)  # fmt: skip
             if _STATS[stat][2] is None:
@@ -206,6 +195,13 @@ class SaturationDashboard(Dashboard):
                    frameon=False, fontsize=9, title_fontsize=9,
                    title="scores divided by (bold: the current choice; ○: current d_k)")  # fmt: skip
         self.suptitle = fig.suptitle(" ", fontsize=11, y=0.985)
+        self.render(d_k, scaling, temperature)
+        curves = [a for stat in self.PANELS for a in (*self.lines[stat].values(),
+                                                       self.markers[stat])]  # fmt: skip
+        self._renderer = BlitRenderer(fig, [*self.score_bars, *self.weight_bars, self.jacobian,
+                                            *curves, *self.titles, self.suptitle])  # fmt: skip
+        super().__init__(controls, fig)
+        self.update()
 
     def render(self, d_k: int, scaling: str, temperature: float) -> None:
         """Show the row of this setting and the curves of its temperature, its scaling bold."""

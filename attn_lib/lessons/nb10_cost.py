@@ -37,13 +37,6 @@ from ._checking import (
 )
 from ._experiments import _generator, crossover_length
 
-# Section 5's three ways to hold attention's intermediates (peak_intermediate_bytes's
-# method="naive"; the default; query_block_size=block_size), as the figure labels them.
-MEMORY_METHODS = {
-    "naive": "naive: scores + weights, 2 · L_q · L_k",
-    "chunked": "chunked, all queries: L_q × block",
-    "tiled": "chunked, query blocks too: block × block",
-}
 # The walk: one query row against 16 keys, the first 2 padding (blocked), so a walk in blocks
 # of 1 or 2 keys starts with a block that has no allowed key.
 WALK_L, WALK_D_K, WALK_D_V, WALK_PADDING, WALK_SEED = 16, 8, 4, 2, 10
@@ -59,16 +52,12 @@ def peak_intermediate_bytes(L_q: int, L_k: int, d_k: int, d_v: int, *,
                             block_size: int = DEFAULT_BLOCK_SIZE, query_block_size: int | None = None,
                             batch: tuple[int, ...] = (), dtype: torch.dtype = torch.float32,
                             method: str = "chunked") -> int:  # fmt: skip
-    """Bytes of the intermediates attention holds at once (not inputs, output, masks), from sizes.
-
-    ``method="naive"`` is the article's code: scores and weights, 2·L_q·L_k numbers in the
-    inputs' dtype. ``"chunked"`` is attn_lib.chunked_attention, n_q = query_block_size (or L_q),
-    n_k = min(block_size, L_k), in float32 for half-precision inputs: the block's scores n_q·n_k
-    (overwritten by their exponentials), the scaled query block n_q·d_k, the accumulator and
-    p·V 2·n_q·d_v, the running max, sum and row helpers 8·n_q, a copy of the key block n_k·d_k,
-    and for half precision the float32 key and value blocks n_k·(d_k + d_v): nothing grows with
-    L_k. Times the leading ``batch`` dims.
-    """
+    """Bytes of the intermediates attention holds at once (not inputs, output, masks), from sizes,
+    times the leading ``batch`` dims. ``method="naive"``, the article's code: scores and weights,
+    2·L_q·L_k numbers. ``"chunked"``, attn_lib.chunked_attention (n_q = query_block_size or L_q,
+    n_k = min(block_size, L_k), float32 for half-precision inputs): a block of scores n_q·n_k, the
+    scaled queries n_q·d_k, acc and p·V 2·n_q·d_v, row state 8·n_q, a key block n_k·d_k (and for
+    half precision the float32 key and value blocks n_k·(d_k + d_v)); nothing grows with L_k."""
     slices = math.prod(batch)
     if method == "naive":
         return 2 * L_q * L_k * slices * dtype.itemsize
@@ -113,11 +102,9 @@ def time_attention(methods: Mapping[str, Callable], lengths: Sequence[int], *, d
 
 
 def largest_new_tensor(fn: Callable[[], object]) -> tuple[tuple[int, ...], int]:
-    """Run ``fn()``; (shape, bytes) of the largest tensor its PyTorch calls created.
-
-    Every PyTorch function or tensor method it calls (``@``, ``torch.exp``, ``masked_fill``, …)
-    is intercepted (a ``TorchFunctionMode``); a result counts unless its storage is an
-    argument's (an in-place result, a view). Buffers freed inside one C++ kernel are not seen.
+    """Run ``fn()``; (shape, bytes) of the largest tensor its PyTorch calls (``@``, ``torch.exp``,
+    ``masked_fill``, …, each intercepted) created, unless its storage is an argument's (an
+    in-place result, a view). Buffers freed inside one C++ kernel are not seen.
 
     Source: torch.overrides.TorchFunctionMode (PyTorch's ``__torch_function__`` protocol).
     """
@@ -146,13 +133,10 @@ _MATMULS = {torch.matmul, _T.matmul, _T.__matmul__, torch.mm, _T.mm, torch.bmm, 
 
 
 def matmul_flops(fn: Callable[[], object]) -> int:
-    """Run ``fn()``; the FLOPs of its matrix products.
-
-    Each ``@``, ``matmul``, ``mm`` or ``bmm`` of (batches of) matrices, (a × b) @ (b × c),
-    counts 2·a·b·c FLOPs times the batch, as ``torch.utils.flop_counter.FlopCounterMode`` counts
-    them; like it, this leaves out products with a vector (``dot``, ``mv``), reductions (the
-    input checks' norms) and element-wise work (exp, the rescaling). ``F.linear``, ``einsum``
-    and fused kernels are not seen. FlopCounterMode sees everything but takes a second to start.
+    """Run ``fn()``; the FLOPs of its matrix products: 2·a·b·c times the batch for each ``@``,
+    ``matmul``, ``mm`` or ``bmm`` of (batches of) matrices (a × b) @ (b × c), as FlopCounterMode
+    counts them (it sees ``F.linear``, ``einsum`` and fused kernels too, but takes a second to
+    start); products with a vector, reductions and element-wise work are left out.
 
     Source: torch.utils.flop_counter (the convention); torch.overrides.TorchFunctionMode.
     """
@@ -175,8 +159,8 @@ def matmul_flops(fn: Callable[[], object]) -> int:
 @dataclass(frozen=True)
 class BlockState:
     """The walk's row after the key block start..stop-1: the running max before (m_old) and
-    after (m), r = exp(m_old - m) (0 while m = -inf), the running sum l and output acc (d_v,),
-    and output = acc / l (zeros while no key is allowed)."""
+    after (m), r = exp(m_old - m) (0 while m = -inf), the running sum l, and the running output
+    acc / l (d_v,) (zeros while no key is allowed)."""
 
     start: int
     stop: int
@@ -184,7 +168,6 @@ class BlockState:
     m: float
     rescale: float
     l: float
-    acc: torch.Tensor
     output: torch.Tensor
 
 
@@ -220,19 +203,16 @@ def online_softmax_walk(block_size: int) -> OnlineSoftmaxWalk:
         k1, m_old = min(k0 + block_size, WALK_L), float(m)
         m, l, acc = online_softmax_step(m, l, acc, scores[None, k0:k1].clone(), values[k0:k1])
         seen = float(m) > -math.inf
-        states.append(BlockState(k0, k1, m_old, float(m), math.exp(m_old - float(m)) if seen
-                                 else 0.0, float(l), acc[0].clone(),
-                                 acc[0] / l[0] if seen else torch.zeros_like(acc[0])))  # fmt: skip
+        rescale, output = (math.exp(m_old - float(m)), acc[0] / l[0]) if seen else (0.0, acc[0])
+        states.append(BlockState(k0, k1, m_old, float(m), rescale, float(l), output.clone()))
     return OnlineSoftmaxWalk(block_size, scores, values, out[0], tuple(states))
 
 
 # --- Check yourself ---------------------------------------------------------------------------
 
-_StepCase = tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, int]  # name, s, keep, v, block
 
-
-def _step_cases() -> list[_StepCase]:
-    """Scaled scores (n_q, L_k), keep (n_q, L_k), values (L_k, d_v), a block size."""
+def _step_cases() -> list[tuple]:
+    """(name, scaled scores (n_q, L_k), keep (n_q, L_k), values (L_k, d_v), a block size)."""
     g = torch.Generator().manual_seed(2034)
     s1, s2, s3 = (torch.randn(n_q, L_k, generator=g) * gain for n_q, L_k, gain in
                   ((1, 10, 1.0), (2, 9, 2.0), (3, 6, 2.0)))  # fmt: skip
@@ -262,9 +242,9 @@ def _slipped_step(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, s: torch.
 _BOTH = "Both hold sums of exp(s − m) terms, so both need the factor r = exp(m_old − m_new)."
 _STEP_SLIPS = {
     "no_guard": "Your running values turn into NaN on the row whose first block has no allowed "
-                "key: there m and the block's max are both -inf, and exp(-inf - (-inf)) is NaN. "
-                "Subtract 0 instead of m_new where m_new is -inf (`m_new.masked_fill(m_new == "
-                "-math.inf, 0.0)`): that row's scores are all -inf, so r and p come out 0.",
+                "key: m and the block's max are both -inf there, and exp(-inf - (-inf)) is NaN. "
+                "Subtract 0 where m_new is -inf (`m_new.masked_fill(m_new == -math.inf, 0.0)`): "
+                "the row's scores are all -inf, so r and p come out 0.",
     "no_rescale": "You add the new block to l and acc without rescaling what they hold. When "
                   "the max rises from m to m_new, every earlier exp(s − m) must become "
                   "exp(s − m_new): multiply the old l and acc by r = exp(m − m_new) first.",
@@ -278,7 +258,7 @@ _STEP_SLIPS = {
 }  # fmt: skip
 
 
-def _run_steps(fn: Callable | None, case: _StepCase, slip: str | None = None) -> list | str:
+def _run_steps(fn: Callable | None, case: tuple, slip: str | None = None) -> list | str:
     """Every block of a case through fn (None: the recurrence with ``slip``); m, l, acc after
     each block in one list, or a sentence saying what is wrong with what fn returned."""
     name, s, keep, v, size = case

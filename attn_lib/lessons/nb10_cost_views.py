@@ -23,7 +23,6 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from ._dashboard import Dashboard
 from ._figures import MASKED_MARK, BlitRenderer, _closes_figures_on_error, new_figure
 from .nb10_cost import (
-    MEMORY_METHODS,
     WALK_L,
     WALK_PADDING,
     OnlineSoftmaxWalk,
@@ -32,7 +31,11 @@ from .nb10_cost import (
     online_softmax_walk,
 )
 
-COST_COLORS = {"naive": "#D55E00", "chunked": "#0072B2", "tiled": "#009E73"}  # Okabe-Ito
+# Section 5's three ways to hold the intermediates (peak_intermediate_bytes's method="naive";
+# the default; query_block_size=block_size): their labels and Okabe-Ito colours.
+MEMORY_METHODS = {"naive": ("naive: scores + weights, 2 · L_q · L_k", "#D55E00"),
+                  "chunked": ("chunked, all queries: L_q × block", "#0072B2"),
+                  "tiled": ("chunked, query blocks too: block × block", "#009E73")}  # fmt: skip
 _DONE, _NOW, _LATER, _MAX = "#56B4E9", "#E69F00", "#DDDDDD", "#CC0000"
 
 
@@ -47,8 +50,9 @@ def plot_memory_vs_length(
     long = [i for i, n in enumerate(lengths) if n >= min_length]
     for name, nbytes in table.items():
         slope = log_slope([lengths[i] for i in long], [nbytes[i] for i in long])
-        ax.plot(lengths, nbytes, marker="o", linewidth=2, color=COST_COLORS[name],
-                label=f"{MEMORY_METHODS[name]}   (slope {slope:.1f})")  # fmt: skip
+        label, color = MEMORY_METHODS[name]
+        ax.plot(lengths, nbytes, marker="o", linewidth=2, color=color,
+                label=f"{label}   (slope {slope:.1f})")  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_ylim(top=2.0**30)
@@ -57,8 +61,8 @@ def plot_memory_vs_length(
         axis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v).replace(".0 ", " ")))
-    ax.set(xlabel="sequence length L = L_q = L_k (tokens)", ylabel="bytes held at once (log scale)",
-           title="Intermediate memory of self-attention, float32, d_k = d_v = 64, block = 512")  # fmt: skip
+    ax.set(xlabel="sequence length L = L_q = L_k (tokens)", ylabel="bytes held at once (log scale)")
+    ax.set_title("Intermediate memory of self-attention, float32, d_k = d_v = 64, block = 512")
     ax.grid(True, color="0.92")
     ax.legend(fontsize=9, loc="upper left", title=f"slopes fitted over L ≥ {min_length}",
               title_fontsize=9)  # fmt: skip

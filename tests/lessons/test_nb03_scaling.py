@@ -122,7 +122,7 @@ def test_a_stub_is_not_written_yet(check, capsys):
         (lambda s2, d: np.float64(1 / (s2 * math.sqrt(d))), None),  # and a numpy scalar
         (lambda s2, d: 1 / math.sqrt(d), "sqrt_only"),
         (lambda s2, d: 1 / (math.sqrt(s2) * math.sqrt(d)), "sigma_not_squared"),
-        (lambda s2, d: 1 / (s2**2 * math.sqrt(d)), "sigma_squared_twice"),
+        (lambda s2, d: 1 / (s2**2 * math.sqrt(d)), "unknown"),  # σ⁴ for σ²: no named slip
         (lambda s2, d: 1 / (s2**2 * d), "variance_not_sd"),
         (lambda s2, d: 1 / (s2 * d), "d_k_not_sqrt"),
         (lambda s2, d: s2 * math.sqrt(d), "inverted"),

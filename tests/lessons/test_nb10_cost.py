@@ -104,7 +104,7 @@ def test_online_softmax_walk(block_size):
     torch.testing.assert_close(walk.output, torch.softmax(walk.scores, -1) @ walk.values)
     torch.testing.assert_close(walk.states[-1].output, walk.output)
     for s in walk.states:
-        assert not torch.isnan(s.acc).any() and not math.isnan(s.l)
+        assert not torch.isnan(s.output).any() and not math.isnan(s.l)
         if s.m_old > -math.inf:
             assert s.rescale == pytest.approx(math.exp(s.m_old - s.m), rel=1e-6)
         if s.m > -math.inf:  # the running max and sum of every key seen so far
