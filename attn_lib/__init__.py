@@ -27,25 +27,8 @@ from .softmax import entropy, naive_softmax, softmax_jacobian, stable_softmax
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "MaskError",
-    "ShapeError",
-    "SingleHeadAttention",
-    "causal_mask",
-    "chunked_attention",
-    "combine_masks",
-    "diagnose",
-    "entropy",
-    "fmt_values",
-    "naive_softmax",
-    "padding_mask",
-    "scaled_dot_product_attention",
-    "shape_trace",
-    "sinusoidal_positional_encoding",
-    "softmax_jacobian",
-    "stable_softmax",
-    "to_additive",
-    "to_key_padding_mask",
-    "to_multihead_attn_mask",
-    "to_sdpa_mask",
-]
+__all__ = ["MaskError", "ShapeError", "SingleHeadAttention", "causal_mask", "chunked_attention",
+           "combine_masks", "diagnose", "entropy", "fmt_values", "naive_softmax", "padding_mask",
+           "scaled_dot_product_attention", "shape_trace", "sinusoidal_positional_encoding",
+           "softmax_jacobian", "stable_softmax", "to_additive", "to_key_padding_mask",
+           "to_multihead_attn_mask", "to_sdpa_mask"]  # fmt: skip

@@ -33,16 +33,9 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def _check_inputs(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    mask: torch.Tensor | None,
-    scale: float | None,
-    fill_value: float | None,
-    dropout_p: float,
-    training: bool,
-) -> tuple[torch.Tensor | None, float, bool]:
+def _check_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  mask: torch.Tensor | None, scale: float | None, fill_value: float | None,
+                  dropout_p: float, training: bool) -> tuple[torch.Tensor | None, float, bool]:  # fmt: skip
     """All of attention's checks; returns the keep-mask as bool (or None), the scale, and
     whether the scores could overflow (then they are checked)."""
     shapes, keep, scale = check_attention(query, key, value, mask, scale)
@@ -55,17 +48,10 @@ def _check_inputs(
     return keep, scale, may_overflow
 
 
-def scaled_dot_product_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    *,
-    scale: float | None = None,
-    fill_value: float | None = None,
-    dropout_p: float = 0.0,
-    training: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 mask: torch.Tensor | None = None, *, scale: float | None = None,
+                                 fill_value: float | None = None, dropout_p: float = 0.0,
+                                 training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """softmax(Q Kᵀ · scale) V with a keep-mask; returns the output and the weights.
 
     Args:
@@ -104,8 +90,7 @@ def scaled_dot_product_attention(
         torch.nn.functional.scaled_dot_product_attention (scale and masks).
     """
     keep, scale, may_overflow = _check_inputs(
-        query, key, value, mask, scale, fill_value, dropout_p, training
-    )
+        query, key, value, mask, scale, fill_value, dropout_p, training)  # fmt: skip
     dtype = query.dtype
     query, key, value = (t.to(compute_dtype(dtype)) for t in (query, key, value))  # half: float32
 
@@ -150,15 +135,8 @@ class SingleHeadAttention(nn.Module):
     Source: article section 3.2; Vaswani et al. 2017, sec. 3.2.1.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        d_k: int,
-        *,
-        bias: bool = False,
-        dropout: float = 0.0,
-        d_v: int | None = None,
-    ) -> None:
+    def __init__(self, d_model: int, d_k: int, *, bias: bool = False, dropout: float = 0.0,
+                 d_v: int | None = None) -> None:  # fmt: skip
         super().__init__()
         self.d_model, self.d_k = check_size("d_model", d_model), check_size("d_k", d_k)
         self.d_v = self.d_k if d_v is None else check_size("d_v", d_v)
@@ -175,28 +153,24 @@ class SingleHeadAttention(nn.Module):
         if x.dim() not in (2, 3):
             raise ShapeError(
                 f"{name} has shape {fmt_shape(x.shape)}; SingleHeadAttention takes (L, d_model) "
-                f"or (B, L, d_model) with d_model = {self.d_model}."
-            )
+                f"or (B, L, d_model) with d_model = {self.d_model}.")  # fmt: skip
         if x.shape[-1] != self.d_model:
             raise ShapeError(
                 f"{name} has shape {fmt_shape(x.shape)}, whose last dim {x.shape[-1]} should be "
                 f"d_model = {self.d_model} (the module was built as "
                 f"SingleHeadAttention({self.d_model}, {self.d_k})). Check the embedding width "
-                f"or build the module with d_model={x.shape[-1]}."
-            )
+                f"or build the module with d_model={x.shape[-1]}.")  # fmt: skip
         weight = self.W_Q.weight
         if x.dtype != weight.dtype:
             raise TypeError(
                 f"{name} has dtype {x.dtype} but the module's weights are {weight.dtype}. "
-                f"Convert one of them: {name}.to({weight.dtype}) or module.to({x.dtype})."
-            )
+                f"Convert one of them: {name}.to({weight.dtype}) or module.to({x.dtype}).")  # fmt: skip
         check_device(name, x)
         if weight.device.type == "meta":
             raise ValueError(
                 "the module's weights are on the meta device, which holds shapes but no "
                 "values; build the module on the CPU (or a GPU), or give it real weights "
-                "with module.to_empty(device='cpu') and load a state_dict."
-            )
+                "with module.to_empty(device='cpu') and load a state_dict.")  # fmt: skip
         check_device(name, x, weight.device, "module.W_Q.weight")
         check_finite(name, x)
 
@@ -231,8 +205,7 @@ class SingleHeadAttention(nn.Module):
                 raise ShapeError(
                     f"x has shape {fmt_shape(x.shape)} and context {fmt_shape(context.shape)}; "
                     f"they must have the same batch dims, (B, L_q, d_model) and (B, L_k, "
-                    f"d_model), because each sequence attends to its own context."
-                )
+                    f"d_model), because each sequence attends to its own context.")  # fmt: skip
             source = context
         Q = self.W_Q(x)  # (B, L_q, d_k)
         K = self.W_K(source)  # (B, L_k, d_k)

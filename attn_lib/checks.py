@@ -18,28 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = [
-    "FLOAT_DTYPES",
-    "MaskError",
-    "ShapeError",
-    "ShapeStep",
-    "as_int",
-    "as_keep_mask",
-    "check_attention",
-    "check_device",
-    "check_dropout_p",
-    "check_fill_value",
-    "check_finite",
-    "check_float_dtype",
-    "check_float_tensor",
-    "check_mask",
-    "check_qkv",
-    "check_scale",
-    "check_scores_finite",
-    "check_size",
-    "fmt_shape",
-    "shape_trace",
-]
+__all__ = ["FLOAT_DTYPES", "MaskError", "ShapeError", "ShapeStep", "as_int", "as_keep_mask",
+           "check_attention", "check_device", "check_dropout_p", "check_fill_value", "check_finite",
+           "check_float_dtype", "check_float_tensor", "check_mask", "check_qkv", "check_scale",
+           "check_scores_finite", "check_size", "fmt_shape", "shape_trace"]  # fmt: skip
 
 
 class ShapeError(ValueError):
@@ -86,8 +68,7 @@ def as_int(name: str, value: object) -> int:
             raise TypeError(
                 f"{name} must be an int, got a {value.dtype} tensor of shape "
                 f"{fmt_shape(value.shape)}; pass one whole number: an int, a NumPy integer "
-                f"or a 0-d integer tensor such as lengths.max()."
-            )
+                f"or a 0-d integer tensor such as lengths.max().")  # fmt: skip
         check_device(name, value)
     try:
         return operator.index(value)
@@ -97,8 +78,7 @@ def as_int(name: str, value: object) -> int:
     if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
         hint = f" Pass int({name}) or write {int(value)}; / makes a float, // keeps an int."
     raise TypeError(
-        f"{name} must be an int, got {type(value).__name__} {_short_repr(value)}.{hint}"
-    ) from None
+        f"{name} must be an int, got {type(value).__name__} {_short_repr(value)}.{hint}") from None  # fmt: skip
 
 
 def check_size(
@@ -126,8 +106,7 @@ def check_float_dtype(name: str, dtype: object) -> torch.dtype:
     if not isinstance(dtype, torch.dtype) or dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"{name} must be a floating point dtype that attention computes in ({_FLOAT_NAMES}), "
-            f"got {dtype!r}."
-        )
+            f"got {dtype!r}.")  # fmt: skip
     return dtype
 
 
@@ -136,29 +115,20 @@ def check_float_tensor(name: str, t: object) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor, got {type(t).__name__}. "
-            f"Wrap it with torch.as_tensor({name}, dtype=torch.float32)."
-        )
+            f"Wrap it with torch.as_tensor({name}, dtype=torch.float32).")  # fmt: skip
     if not t.is_floating_point():
         raise TypeError(
             f"{name} has dtype {t.dtype}; attention needs a floating-point tensor "
-            f"({_FLOAT_NAMES}). Convert it with {name}.float()."
-        )
+            f"({_FLOAT_NAMES}). Convert it with {name}.float().")  # fmt: skip
     if t.dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"{name} has dtype {t.dtype}, a storage format that torch cannot compute "
-            f"attention in; attn_lib supports {_FLOAT_NAMES}. Convert it with {name}.float()."
-        )
+            f"attention in; attn_lib supports {_FLOAT_NAMES}. Convert it with {name}.float().")  # fmt: skip
     return t
 
 
-def check_device(
-    name: str,
-    t: torch.Tensor,
-    device: torch.device | None = None,
-    like: str = "query",
-    *,
-    error: type[ValueError] = ValueError,
-) -> None:
+def check_device(name: str, t: torch.Tensor, device: torch.device | None = None,
+                 like: str = "query", *, error: type[ValueError] = ValueError) -> None:  # fmt: skip
     """Refuse a tensor on the meta device, or on another device than ``device`` (that of ``like``).
 
     Raises:
@@ -168,13 +138,11 @@ def check_device(
         raise error(
             f"{name} is on the meta device, which holds shapes but no values; attn_lib "
             f"computes with real tensors on one device (CPU or GPU): create it with "
-            f"device='cpu' (or a GPU)."
-        )
+            f"device='cpu' (or a GPU).")  # fmt: skip
     if device is not None and t.device != device:
         raise error(
             f"{name} is on {t.device} but {like} is on {device}; attention needs all its "
-            f"tensors on one device. Move it with {name}.to({like}.device)."
-        )
+            f"tensors on one device. Move it with {name}.to({like}.device).")  # fmt: skip
 
 
 # --- values -----------------------------------------------------------------------------------
@@ -206,8 +174,7 @@ def check_finite(name: str, t: torch.Tensor) -> float:
         f"{name} contains {int(bad.sum())} non-finite value(s) (NaN or inf); the first is "
         f"{t[where].item()} at index {where}. NaN in the inputs would spread to every output "
         f"row that attends to it; find where it was produced (often a division by zero or an "
-        f"overflowing softmax upstream)."
-    )
+        f"overflowing softmax upstream).")  # fmt: skip
 
 
 def check_scores_finite(scores: torch.Tensor) -> None:
@@ -216,14 +183,12 @@ def check_scores_finite(scores: torch.Tensor) -> None:
         return
     infinite, nan = int(scores.isinf().sum()), int(scores.isnan().sum())
     found = " and ".join(
-        ([f"{infinite} infinite"] if infinite else []) + ([f"{nan} NaN"] if nan else [])
-    )
+        ([f"{infinite} infinite"] if infinite else []) + ([f"{nan} NaN"] if nan else []))  # fmt: skip
     raise ValueError(
         f"the scores Q Kᵀ · scale overflowed to ±inf in {scores.dtype} ({found} of "
         f"{scores.numel()} scores): the inputs are far too large for this dtype, and a softmax "
         f"of infinite scores would silently give NaN or put weight on blocked keys. Normalise "
-        f"the inputs (e.g. a LayerNorm) or use a smaller scale."
-    )
+        f"the inputs (e.g. a LayerNorm) or use a smaller scale.")  # fmt: skip
 
 
 def check_scale(scale: object) -> float:
@@ -236,16 +201,14 @@ def check_scale(scale: object) -> float:
     if isinstance(scale, torch.Tensor):
         raise TypeError(
             "scale must be a Python number, got a tensor (its gradient would be lost); "
-            "pass float(scale), or multiply the query by a learned scale yourself."
-        )
+            "pass float(scale), or multiply the query by a learned scale yourself.")  # fmt: skip
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale must be a real number, got {type(scale).__name__}.")
     scale = float(scale)
     if not math.isfinite(scale) or scale <= 0:
         raise ValueError(
             f"scale must be a finite number > 0 (it multiplies the scores; the default is "
-            f"1/sqrt(d_k), pass 1.0 for no scaling), got {scale}."
-        )
+            f"1/sqrt(d_k), pass 1.0 for no scaling), got {scale}.")  # fmt: skip
     return scale
 
 
@@ -256,8 +219,7 @@ def check_dropout_p(p: object) -> float:
     p = float(p)
     if not 0.0 <= p < 1.0:
         raise ValueError(
-            f"dropout_p must be in [0, 1), got {p}: it is the probability of zeroing a weight."
-        )
+            f"dropout_p must be in [0, 1), got {p}: it is the probability of zeroing a weight.")  # fmt: skip
     return p
 
 
@@ -272,8 +234,7 @@ def check_fill_value(fill_value: object, dtype: torch.dtype) -> float:
     if isinstance(fill_value, bool) or not isinstance(fill_value, numbers.Real):
         raise TypeError(
             f"fill_value must be a number (e.g. -1e9 or float('-inf')) or None, "
-            f"got {type(fill_value).__name__}."
-        )
+            f"got {type(fill_value).__name__}.")  # fmt: skip
     fill_value = float(fill_value)
     if math.isnan(fill_value):
         raise ValueError("fill_value is NaN; every masked score would turn the row into NaN.")
@@ -282,8 +243,7 @@ def check_fill_value(fill_value: object, dtype: torch.dtype) -> float:
         raise RuntimeError(
             f"fill_value={fill_value:g} overflows {dtype}. "
             f"{_why('fill_overflow') if dtype == torch.float16 else limit} Or leave "
-            f"fill_value=None, attn_lib's fill, safe in every dtype."
-        )
+            f"fill_value=None, attn_lib's fill, safe in every dtype.")  # fmt: skip
     return fill_value
 
 
@@ -325,12 +285,10 @@ def _check_rank(name: str, t: torch.Tensor) -> None:
         if t.dim() == 1
         else "Merge or split leading dims with reshape first."
         if t.dim() > 4
-        else ""
-    )
+        else "")  # fmt: skip
     raise ShapeError(
         f"{name} has shape {fmt_shape(t.shape)} ({t.dim()}-D); attention takes 2-D (L, d), "
-        f"3-D (B, L, d) or 4-D (B, H, L, d) tensors. {fix}"
-    )
+        f"3-D (B, L, d) or 4-D (B, H, L, d) tensors. {fix}")  # fmt: skip
 
 
 def check_qkv(
@@ -353,8 +311,7 @@ def check_qkv(
     if not (query.dtype == key.dtype == value.dtype):
         raise TypeError(
             f"query, key and value must share one dtype, got {query.dtype}, {key.dtype} and "
-            f"{value.dtype}. Convert them with .to(query.dtype)."
-        )
+            f"{value.dtype}. Convert them with .to(query.dtype).")  # fmt: skip
     if (finite and query.device.type == "meta") or not query.device == key.device == value.device:
         for name, t in named:
             check_device(name, t, query.device, "query")
@@ -365,8 +322,7 @@ def check_qkv(
         raise ShapeError(
             f"query, key and value must have the same rank, got {shapes}. attn_lib does not "
             f"broadcast across ranks, because broadcasting lines dims up from the right and can "
-            f"silently pair the wrong axes; add the missing batch dim with unsqueeze(0)."
-        )
+            f"silently pair the wrong axes; add the missing batch dim with unsqueeze(0).")  # fmt: skip
     if query.shape[-1] != key.shape[-1]:
         transposed = key.shape[-2] == query.shape[-1]  # key looks like Kᵀ, (…, d_k, L_k)
         raise ShapeError(
@@ -381,21 +337,18 @@ def check_qkv(
             f"key and value must have the same length L_k: key {fmt_shape(key.shape)} has "
             f"L_k = {key.shape[-2]}, value {fmt_shape(value.shape)} has {value.shape[-2]}. "
             f"Each key row labels the value row at the same position; both usually come "
-            f"from the same sequence."
-        )
+            f"from the same sequence.")  # fmt: skip
     if not query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
         raise ShapeError(
             f"the leading (batch) dims must match: {shapes} (expected {_RANK_NAMES[query.dim()]} "
             f"for all three, with the same B{' and H' if query.dim() == 4 else ''}). attn_lib "
             f"does not broadcast batch dims; use .expand(...) if you mean to share keys across "
-            f"the batch."
-        )
+            f"the batch.")  # fmt: skip
     if query.shape[-1] == 0:
         raise ShapeError(f"d_k is 0 (query {fmt_shape(query.shape)}): there is nothing to compare.")
     if key.shape[-2] == 0:
         raise ShapeError(
-            f"L_k is 0 (key {fmt_shape(key.shape)}): every query needs at least one key."
-        )
+            f"L_k is 0 (key {fmt_shape(key.shape)}): every query needs at least one key.")  # fmt: skip
     norms = tuple(check_finite(name, t) for name, t in named) if finite else None
     return QKVShapes(tuple(query.shape[:-2]), query.shape[-2], key.shape[-2], query.shape[-1],
                      value.shape[-1], norms)  # fmt: skip
@@ -407,8 +360,7 @@ _CONVERTER_HINT = (
     "attn_lib masks are keep-masks (True or 1 = may attend, False or 0 = blocked). "
     "If this is an additive mask (0 where kept, -inf where blocked), pass `mask == 0`; "
     "if it is a 0./1. keep-mask stored as float, pass `mask.bool()`. "
-    "attn_lib.masks.to_additive converts the other way."
-)
+    "attn_lib.masks.to_additive converts the other way.")  # fmt: skip
 
 
 def as_keep_mask(mask: object, name: str = "mask") -> torch.Tensor:
@@ -421,15 +373,13 @@ def as_keep_mask(mask: object, name: str = "mask") -> torch.Tensor:
     """
     if not isinstance(mask, torch.Tensor):
         raise TypeError(
-            f"{name} must be a torch.Tensor (bool, or integer 0/1), got {type(mask).__name__}."
-        )
+            f"{name} must be a torch.Tensor (bool, or integer 0/1), got {type(mask).__name__}.")  # fmt: skip
     check_device(name, mask, error=MaskError)
     if mask.dtype == torch.bool:
         return mask
     if mask.is_floating_point() or mask.is_complex():
         raise MaskError(
-            f"{name} has dtype {mask.dtype}; a float mask is refused. {_CONVERTER_HINT}"
-        )
+            f"{name} has dtype {mask.dtype}; a float mask is refused. {_CONVERTER_HINT}")  # fmt: skip
     if mask.dtype in (torch.uint16, torch.uint32, torch.uint64):  # no aminmax for these
         mask = mask.to(torch.int64)
     lo, hi = torch.aminmax(mask) if mask.numel() else (0, 1)  # one pass, no temporaries
@@ -438,8 +388,7 @@ def as_keep_mask(mask: object, name: str = "mask") -> torch.Tensor:
         fix = "Build it with a comparison, e.g. mask = (ids != pad_id)."
         raise MaskError(
             f"an integer {name} must hold only 0 (blocked) and 1 (may attend); found values "
-            f"{found}. {_why('bitwise_not_int') if set(found) <= {-2, -1} else fix}"
-        )
+            f"{found}. {_why('bitwise_not_int') if set(found) <= {-2, -1} else fix}")  # fmt: skip
     return mask.to(torch.bool)
 
 
@@ -448,19 +397,16 @@ def _rank_fix(shape: tuple[int, ...], rank: int) -> str:
     if len(shape) == 0:
         return (
             "A 0-D mask (a single True/False) does not say which keys to block; build "
-            "one with the scores' shape, e.g. attn_lib.padding_mask or causal_mask."
-        )
+            "one with the scores' shape, e.g. attn_lib.padding_mask or causal_mask.")  # fmt: skip
     if len(shape) == 1:
         return (
             f"A 1-D mask is ambiguous; give it the scores' rank, e.g. "
-            f"{fmt_shape((1,) * (rank - 1) + shape)} for one key mask shared by every query."
-        )
+            f"{fmt_shape((1,) * (rank - 1) + shape)} for one key mask shared by every query.")  # fmt: skip
     if len(shape) < rank:
         target = (shape[0],) + (1,) * (rank - len(shape)) + shape[1:]
         return (
             f"Broadcasting would line it up from the right and could mask the wrong axis; "
-            f"give it the scores' rank: {fmt_shape(target)} (e.g. mask.unsqueeze(1))."
-        )
+            f"give it the scores' rank: {fmt_shape(target)} (e.g. mask.unsqueeze(1)).")  # fmt: skip
     return "Remove the extra dims (squeeze) or check which tensor was passed as mask."
 
 
@@ -493,15 +439,13 @@ def check_mask(
     if mask.dim() not in (2, rank):
         raise MaskError(
             f"mask has shape {fmt_shape(shape)} ({mask.dim()}-D) but {where} ({rank}-D); a mask "
-            f"is either 2-D (L_q, L_k) or has the scores' rank. {_rank_fix(shape, rank)}"
-        )
+            f"is either 2-D (L_q, L_k) or has the scores' rank. {_rank_fix(shape, rank)}")  # fmt: skip
     bad = [i for i, (m, s) in enumerate(zip(shape, scores)) if m not in (s, 1)]
     if mask.dim() == rank and bad:
         dims = ", ".join(f"dim {i}: {shape[i]} vs {scores[i]}" for i in bad)
         msg = (
             f"mask has shape {fmt_shape(shape)}, which does not fit the scores {fmt_shape(scores)} "
-            f"({dims}); each mask dim must equal the scores' dim or be 1."
-        )
+            f"({dims}); each mask dim must equal the scores' dim or be 1.")  # fmt: skip
         if rank == 3 and shape[0] == scores[0] and shape[-1] == L_k:
             msg += f" A padding mask has shape (B, 1, L_k) = {fmt_shape((scores[0], 1, L_k))}."
         raise MaskError(msg)
@@ -509,8 +453,7 @@ def check_mask(
         raise MaskError(
             f"mask (shape {fmt_shape(shape)}) blocks every key for every query: almost always "
             f"an inverted or an additive mask. {_why('mask_inverted')} "
-            f"{_why('additive_mask_as_keep')}"
-        )
+            f"{_why('additive_mask_as_keep')}")  # fmt: skip
     return mask
 
 
@@ -547,11 +490,8 @@ class ShapeStep:
         return f"{self.step:<10} {self.expression:<32} {fmt_shape(self.shape)}"
 
 
-def shape_trace(
-    query: torch.Tensor | Sequence[int],
-    key: torch.Tensor | Sequence[int],
-    value: torch.Tensor | Sequence[int],
-) -> list[ShapeStep]:
+def shape_trace(query: torch.Tensor | Sequence[int], key: torch.Tensor | Sequence[int],
+                value: torch.Tensor | Sequence[int]) -> list[ShapeStep]:  # fmt: skip
     """The shapes through softmax(Q Kᵀ / √d_k) V, from tensors or shape tuples, without computing.
 
     Returns:
@@ -569,8 +509,7 @@ def shape_trace(
             shapes.append(tuple(t.shape))
         elif isinstance(t, Sequence) and not isinstance(t, str):
             shapes.append(
-                tuple(check_size(f"{name}[{i}]", d, 0, error=ShapeError) for i, d in enumerate(t))
-            )
+                tuple(check_size(f"{name}[{i}]", d, 0, error=ShapeError) for i, d in enumerate(t)))  # fmt: skip
         else:
             raise TypeError(f"{name} must be a tensor or a shape tuple, got {_short_repr(t)}.")
     q, k, v = shapes
@@ -583,5 +522,4 @@ def shape_trace(
         ShapeStep("Kᵀ", "K.transpose(-2, -1)", (*batch, d_k, L_k)),
         ShapeStep("scores", "Q @ Kᵀ / sqrt(d_k)", (*batch, L_q, L_k)),
         ShapeStep("weights", "softmax(scores, dim=-1)", (*batch, L_q, L_k)),
-        ShapeStep("output", "weights @ V", (*batch, L_q, d_v)),
-    ]
+        ShapeStep("output", "weights @ V", (*batch, L_q, d_v))]  # fmt: skip

@@ -26,9 +26,8 @@ __all__ = ["DEFAULT_BLOCK_SIZE", "chunked_attention", "online_softmax_step"]
 DEFAULT_BLOCK_SIZE = 128
 
 
-def online_softmax_step(
-    m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, scores: torch.Tensor, v_block: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def online_softmax_step(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, scores: torch.Tensor,
+                        v_block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """One key block of the online softmax: the running max, sum and output after it.
 
     Args:
@@ -64,8 +63,7 @@ def _check_inputs(query, key, value, mask, scale, block_size, query_block_size):
             "chunked_attention computes the output only, without gradients: it overwrites "
             "each block of scores in place so that one block is held at a time, and autograd "
             "would need every block kept. Call it under torch.no_grad() (or on tensors that "
-            "do not require grad), or use attn_lib.scaled_dot_product_attention for training."
-        )
+            "do not require grad), or use attn_lib.scaled_dot_product_attention for training.")  # fmt: skip
     return shapes, keep, scale, n_k, max(n_q, 1)
 
 
@@ -101,8 +99,7 @@ def chunked_attention(
     Source: Milakov & Gimelshein 2018; Rabe & Staats 2021; Dao et al. 2022.
     """
     shapes, keep, scale, n_k, n_q = _check_inputs(
-        query, key, value, mask, scale, block_size, query_block_size
-    )
+        query, key, value, mask, scale, block_size, query_block_size)  # fmt: skip
     dtype = compute_dtype(query.dtype)
     may_overflow = shapes.scores_may_overflow(scale, dtype)  # as scaled_dot_product_attention
     batch, d_v = shapes.batch, shapes.d_v

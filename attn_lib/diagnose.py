@@ -28,8 +28,7 @@ _OWN = {
     "weights_type weights_shape weights_negative row_sums masked_weight",
     "warning": "not_checked empty mask_float mask_ambiguous mask_inverted mask_future "
     "fully_masked_rows weights_mismatch dropout_on uniform_rows scale_flat scale_sharp",
-    "info": "transpose_trap weights_match",
-}
+    "info": "transpose_trap weights_match"}  # fmt: skip
 # Every code diagnose may report, with its level (a mistake it recomputes: error).
 CODES = {m.code: "error" for m in MISTAKES if m.recomputes} | {
     c: lv for lv, cs in _OWN.items() for c in cs.split()}  # fmt: skip

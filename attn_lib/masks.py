@@ -35,16 +35,8 @@ from .checks import (
     fmt_shape,
 )
 
-__all__ = [
-    "as_keep_mask",
-    "causal_mask",
-    "combine_masks",
-    "padding_mask",
-    "to_additive",
-    "to_key_padding_mask",
-    "to_multihead_attn_mask",
-    "to_sdpa_mask",
-]
+__all__ = ["as_keep_mask", "causal_mask", "combine_masks", "padding_mask", "to_additive",
+           "to_key_padding_mask", "to_multihead_attn_mask", "to_sdpa_mask"]  # fmt: skip
 
 
 def _lengths_tensor(lengths: torch.Tensor | Sequence[int]) -> torch.Tensor:
@@ -55,22 +47,19 @@ def _lengths_tensor(lengths: torch.Tensor | Sequence[int]) -> torch.Tensor:
         if not isinstance(lengths, Iterable):
             raise TypeError(
                 f"lengths must be a sequence (B,) of ints, one per sequence, got {lengths!r}; "
-                f"for one sequence write [{lengths!r}]."
-            )
+                f"for one sequence write [{lengths!r}].")  # fmt: skip
         try:
             lengths = torch.tensor([as_int("lengths", v) for v in lengths], dtype=torch.long)
         except TypeError:
             raise TypeError(
-                f"lengths must hold ints (one length per sequence), got {lengths!r}."
-            ) from None
+                f"lengths must hold ints (one length per sequence), got {lengths!r}.") from None  # fmt: skip
     if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.is_complex():
         raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}.")
     check_device("lengths", lengths)
     if lengths.dim() != 1:
         raise ShapeError(
             f"lengths must be 1-D (B,), one length per sequence, got shape "
-            f"{fmt_shape(lengths.shape)}."
-        )
+            f"{fmt_shape(lengths.shape)}.")  # fmt: skip
     if lengths.numel() == 0:
         raise ShapeError("lengths is empty: give one length per sequence in the batch.")
     if bool((lengths < 0).any()):
@@ -102,19 +91,14 @@ def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int | None = No
     if longest > max_len:
         raise ValueError(
             f"a length exceeds max_len: lengths {lengths.tolist()} but max_len = {max_len}. "
-            f"Raise max_len or truncate the sequences."
-        )
+            f"Raise max_len or truncate the sequences.")  # fmt: skip
     positions = torch.arange(max_len, device=lengths.device)  # (L_k,)
     return (positions < lengths[:, None]).unsqueeze(1)  # (B, 1, L_k)
 
 
-def causal_mask(
-    L_q: int,
-    L_k: int | None = None,
-    *,
-    align: Literal["top_left", "bottom_right"] = "top_left",
-    device: torch.device | str | None = None,
-) -> torch.Tensor:
+def causal_mask(L_q: int, L_k: int | None = None, *,
+                align: Literal["top_left", "bottom_right"] = "top_left",
+                device: torch.device | str | None = None) -> torch.Tensor:  # fmt: skip
     """Keep-mask that lets each query attend to its own and earlier positions only.
 
     The two alignments differ only when L_q ≠ L_k. "top_left" (default): query i sees keys
@@ -144,8 +128,7 @@ def causal_mask(
         raise ValueError(
             f"align must be 'top_left' (query i sees keys 0..i, as SDPA's is_causal) or "
             f"'bottom_right' (the last query sees every key, for decoding; PyTorch's "
-            f"causal_lower_right), got {align!r}."
-        )
+            f"causal_lower_right), got {align!r}.")  # fmt: skip
     diagonal = 0 if align == "top_left" else L_k - L_q
     return torch.ones(L_q, L_k, dtype=torch.bool, device=device).tril(diagonal)
 
@@ -174,18 +157,12 @@ def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
             raise MaskError(
                 f"masks of shapes {fmt_shape(out.shape)} and {fmt_shape(m.shape)} do not "
                 f"broadcast together; give them the same rank, e.g. padding (B, 1, L) with "
-                f"causal (1, L, L)."
-            ) from err
+                f"causal (1, L, L).") from err  # fmt: skip
     return out
 
 
-def to_multihead_attn_mask(
-    mask: torch.Tensor,
-    *,
-    L_q: int | None = None,
-    L_k: int | None = None,
-    num_heads: int = 1,
-) -> torch.Tensor:
+def to_multihead_attn_mask(mask: torch.Tensor, *, L_q: int | None = None, L_k: int | None = None,
+                           num_heads: int = 1) -> torch.Tensor:  # fmt: skip
     """Convert a keep-mask to ``nn.MultiheadAttention``'s ``attn_mask`` (True = blocked).
 
     MHA takes (L_q, L_k) or (B * num_heads, L_q, L_k) and does not broadcast, so a batch dim of
@@ -212,24 +189,21 @@ def to_multihead_attn_mask(
     if keep.dim() not in (2, 3):
         raise MaskError(
             f"nn.MultiheadAttention takes a 2-D (L_q, L_k) or 3-D (B * num_heads, L_q, L_k) "
-            f"attn_mask; got a mask of shape {fmt_shape(keep.shape)}."
-        )
+            f"attn_mask; got a mask of shape {fmt_shape(keep.shape)}.")  # fmt: skip
     rows, cols = keep.shape[-2:]
     if L_q is None and rows == 1 and cols > 1:
         raise MaskError(
             f"mask has shape {fmt_shape(keep.shape)}: one row for {cols} keys, which "
             f"usually stands for every query. nn.MultiheadAttention does not broadcast, "
             f"so pass L_q=... to expand it (L_q=1 if there is one query), or use "
-            f"to_key_padding_mask for a (B, 1, L_k) padding mask."
-        )
+            f"to_key_padding_mask for a (B, 1, L_k) padding mask.")  # fmt: skip
     sizes = []
     for name, m, n in (("L_q", rows, L_q), ("L_k", cols, L_k)):
         n = m if n is None else check_size(name, n)
         if m not in (1, n):
             raise MaskError(
                 f"mask has shape {fmt_shape(keep.shape)}, whose {name} dim {m} is "
-                f"neither 1 nor {name}={n}; pass the sizes of the scores."
-            )
+                f"neither 1 nor {name}={n}; pass the sizes of the scores.")  # fmt: skip
         sizes.append(n)
     if keep.dim() == 3 and keep.shape[0] == 1:
         keep = keep[0]  # one mask for the whole batch: MHA's 2-D form
@@ -262,20 +236,17 @@ def to_key_padding_mask(mask: torch.Tensor, *, B: int | None = None) -> torch.Te
             f" If it is a (B, L_k) padding keep-mask, pass mask.unsqueeze(1) → "
             f"{fmt_shape((keep.shape[0], 1, keep.shape[1]))}."
             if keep.dim() == 2
-            else ""
-        )
+            else "")  # fmt: skip
         raise MaskError(
             f"a key padding mask is the same for every query, so it is made from a (B, 1, L_k) "
             f"keep-mask; got shape {fmt_shape(keep.shape)}. Use to_multihead_attn_mask for "
-            f"masks that differ per query (causal).{hint}"
-        )
+            f"masks that differ per query (causal).{hint}")  # fmt: skip
     if B is not None:
         B = check_size("B", B)
         if keep.shape[0] not in (1, B):
             raise MaskError(
                 f"mask has shape {fmt_shape(keep.shape)}, whose batch dim "
-                f"{keep.shape[0]} is neither 1 nor B={B}."
-            )
+                f"{keep.shape[0]} is neither 1 nor B={B}.")  # fmt: skip
         keep = keep.expand(B, 1, keep.shape[-1])
     return ~keep[:, 0, :]
 

@@ -11,9 +11,8 @@ from .checks import check_float_dtype, check_size
 __all__ = ["sinusoidal_positional_encoding"]
 
 
-def sinusoidal_positional_encoding(
-    L: int, d_model: int, *, base: float = 10000.0, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
+def sinusoidal_positional_encoding(L: int, d_model: int, *, base: float = 10000.0,
+                                   dtype: torch.dtype = torch.float32) -> torch.Tensor:  # fmt: skip
     """The fixed sinusoidal encoding: PE[pos, 2i] = sin(pos / base^(2i/d_model)), PE[pos, 2i+1] = cos(…).
 
     Added to the token embeddings, it lets attention tell 我爱你 from 你爱我 (article 1.2).

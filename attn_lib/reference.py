@@ -19,13 +19,8 @@ from .attention import SingleHeadAttention, scaled_dot_product_attention
 from .checks import MaskError, ShapeError, check_attention, check_device, check_mask, fmt_shape
 from .masks import to_key_padding_mask, to_multihead_attn_mask
 
-__all__ = [
-    "AlignmentReport",
-    "apply_out_proj",
-    "compare_with_multihead_attention",
-    "compare_with_sdpa",
-    "from_multihead_attention",
-]
+__all__ = ["AlignmentReport", "apply_out_proj", "compare_with_multihead_attention",
+           "compare_with_sdpa", "from_multihead_attention"]  # fmt: skip
 
 
 def _check_single_head(mha: nn.MultiheadAttention) -> None:
@@ -34,19 +29,16 @@ def _check_single_head(mha: nn.MultiheadAttention) -> None:
     if mha.num_heads != 1:
         raise ValueError(
             f"the module has num_heads={mha.num_heads}; a single-head module can only be "
-            f"loaded from nn.MultiheadAttention(..., num_heads=1)."
-        )
+            f"loaded from nn.MultiheadAttention(..., num_heads=1).")  # fmt: skip
     if not mha.batch_first:
         raise ValueError(
             "the module has batch_first=False, so it reads (B, L, E) input as (L, B, E) and "
             "mixes the batch instead of the tokens (its weights come out (L, B, B)). Build it "
-            "with batch_first=True, as the article does."
-        )
+            "with batch_first=True, as the article does.")  # fmt: skip
     if mha.bias_k is not None or mha.add_zero_attn:
         raise ValueError(
             "add_bias_kv / add_zero_attn append an extra key, which SingleHeadAttention does "
-            "not model; build nn.MultiheadAttention without them."
-        )
+            "not model; build nn.MultiheadAttention without them.")  # fmt: skip
 
 
 def from_multihead_attention(mha: nn.MultiheadAttention) -> SingleHeadAttention:
@@ -74,13 +66,11 @@ def from_multihead_attention(mha: nn.MultiheadAttention) -> SingleHeadAttention:
         raise ValueError(
             f"the module has kdim={mha.kdim}, vdim={mha.vdim} ≠ embed_dim={E}: keys and "
             f"values come from inputs of another width, which SingleHeadAttention (one x) "
-            f"does not model."
-        )
+            f"does not model.")  # fmt: skip
     has_bias = mha.in_proj_bias is not None
     ref = mha.in_proj_weight
     module = SingleHeadAttention(E, E, bias=has_bias, dropout=mha.dropout).to(
-        dtype=ref.dtype, device=ref.device
-    )
+        dtype=ref.dtype, device=ref.device)  # fmt: skip
     with torch.no_grad():
         for i, lin in enumerate((module.W_Q, module.W_K, module.W_V)):
             lin.weight.copy_(mha.in_proj_weight[i * E : (i + 1) * E])  # (E, E)
@@ -122,8 +112,7 @@ class AlignmentReport:
         return (
             f"max |Δ| weights: {w}, output: {self.output_max_abs_diff:.2e} "
             f"over {self.rows_compared} rows ({self.fully_masked_rows} fully masked rows "
-            f"{'compared' if self.fully_masked_compared else 'left out'})"
-        )
+            f"{'compared' if self.fully_masked_compared else 'left out'})")  # fmt: skip
 
 
 def _row_keep(
@@ -141,14 +130,9 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor) -> float:
     return (a[rows] - b[rows]).abs().max().item()
 
 
-def compare_with_multihead_attention(
-    module: SingleHeadAttention,
-    mha: nn.MultiheadAttention,
-    x: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    *,
-    use_key_padding_mask: bool = False,
-) -> AlignmentReport:
+def compare_with_multihead_attention(module: SingleHeadAttention, mha: nn.MultiheadAttention,
+                                     x: torch.Tensor, mask: torch.Tensor | None = None, *,
+                                     use_key_padding_mask: bool = False) -> AlignmentReport:  # fmt: skip
     """Run ``module`` and ``mha`` on x and compare the weights, then the outputs after out_proj.
 
     Both run in eval mode and without gradients; the keep-mask is converted to MHA's
@@ -179,15 +163,13 @@ def compare_with_multihead_attention(
         raise ShapeError(
             f"the module has d_model={module.d_model}, d_k={module.d_k}, d_v={module.d_v} but "
             f"the nn.MultiheadAttention has embed_dim={E}; a one-head MHA has d_k = d_v = "
-            f"embed_dim. Build the module with from_multihead_attention(mha)."
-        )
+            f"embed_dim. Build the module with from_multihead_attention(mha).")  # fmt: skip
     dtypes = {x.dtype, module.W_Q.weight.dtype, mha.in_proj_weight.dtype}
     if len(dtypes) != 1:
         raise TypeError(
             f"x, the module and the nn.MultiheadAttention must share one dtype, got x "
             f"{x.dtype}, module {module.W_Q.weight.dtype}, mha {mha.in_proj_weight.dtype}; "
-            f"convert them with .to(dtype)."
-        )
+            f"convert them with .to(dtype).")  # fmt: skip
     weight = mha.in_proj_weight
     check_device("mha.in_proj_weight", weight)
     check_device("x", x, weight.device, "mha.in_proj_weight")
@@ -203,8 +185,7 @@ def compare_with_multihead_attention(
                     f"use_key_padding_mask=True sends the mask as key_padding_mask, which is "
                     f"the same for every query, so it takes a (B, 1, L) padding mask; got "
                     f"shape {fmt_shape(keep.shape)}. Leave use_key_padding_mask=False to send "
-                    f"it as attn_mask."
-                )
+                    f"it as attn_mask.")  # fmt: skip
             kwargs["key_padding_mask"] = to_key_padding_mask(keep, B=B)
         else:
             # The sizes are given, so a size-1 dim (L = 1 included) is never ambiguous.
@@ -216,8 +197,7 @@ def compare_with_multihead_attention(
         with torch.no_grad():
             out, weights = module(x, keep, return_attn=True)
             ref_out, ref_weights = mha(
-                x, x, x, need_weights=True, average_attn_weights=True, **kwargs
-            )
+                x, x, x, need_weights=True, average_attn_weights=True, **kwargs)  # fmt: skip
     finally:
         module.train(was[0])
         mha.train(was[1])
@@ -226,8 +206,7 @@ def compare_with_multihead_attention(
         weights_max_abs_diff=_max_diff(weights, ref_weights, rows),
         output_max_abs_diff=_max_diff(apply_out_proj(mha, out), ref_out, rows),
         rows_compared=int(rows.sum()),
-        fully_masked_rows=int((~rows).sum()),
-    )
+        fully_masked_rows=int((~rows).sum()))  # fmt: skip
 
 
 def compare_with_sdpa(
@@ -264,5 +243,4 @@ def compare_with_sdpa(
         output_max_abs_diff=_max_diff(out, ref, rows),
         rows_compared=int(rows.sum()),
         fully_masked_rows=fully,
-        fully_masked_compared=True,
-    )
+        fully_masked_compared=True)  # fmt: skip

@@ -17,8 +17,7 @@ def _check_dim(x: torch.Tensor, dim: int) -> None:
     if not -x.dim() <= dim < max(x.dim(), 1):
         raise ShapeError(
             f"dim={dim} is out of range for a tensor of shape {fmt_shape(x.shape)} "
-            f"({x.dim()}-D); attention normalises over the keys, dim=-1."
-        )
+            f"({x.dim()}-D); attention normalises over the keys, dim=-1.")  # fmt: skip
 
 
 def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -115,8 +114,7 @@ def entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
     if weights.numel() and bool(weights.amin() < 0):
         raise ValueError(
             f"weights must be non-negative (a distribution), found {weights.amin().item():.4g}; "
-            f"pass softmax outputs, not scores."
-        )
+            f"pass softmax outputs, not scores.")  # fmt: skip
     tiny = torch.finfo(weights.dtype).tiny
     plogp = torch.where(weights > 0, weights * weights.clamp_min(tiny).log(), 0.0)
     return 0.0 - plogp.sum(dim=dim)  # 0.0 - x, not -x: a one-hot row gives 0.0, not -0.0

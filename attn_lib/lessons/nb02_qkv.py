@@ -83,8 +83,7 @@ def qkv_example(
 
 _NO_CALL = (
     "this exercise asks for the matrix products themselves: use layer.weight and layer.bias "
-    "instead of calling layer(x)"
-)
+    "instead of calling layer(x)")  # fmt: skip
 
 
 class _NoCallLinear(nn.Linear):
@@ -124,8 +123,7 @@ def _projection_error(case: str, err: Exception) -> tuple[str, str]:
     if _NO_CALL in text:
         return "called_layer", (
             "Your function calls a layer, W_Q(x), which this exercise refuses: the point is to "
-            "see what the layer computes. Use its parameters: `x @ W_Q.weight.T + W_Q.bias`."
-        )
+            "see what the layer computes. Use its parameters: `x @ W_Q.weight.T + W_Q.bias`.")  # fmt: skip
     if "NoneType" in text:
         return "bias_none", said + why("bias_none")
     if "cannot be multiplied" in text or "size mismatch" in text:
@@ -156,8 +154,7 @@ def _check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
             return _not_yet(*_projection_error(case, err), verbose)
         if not _tensors(result, 3):
             return _not_yet(
-                "bad_return", f"{name} returned {_short(result)}; return (Q, K, V).", verbose
-            )
+                "bad_return", f"{name} returned {_short(result)}; return (Q, K, V).", verbose)  # fmt: skip
         outcomes.append([t.detach() for t in result])
 
     def matches(bias: bool = True) -> bool:
@@ -173,8 +170,7 @@ def _check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
             f"{name} computes Q, K and V exactly as the layers would, on all {len(cases)} cases "
             f"(with and without bias, a batch, and a square case where a missing transpose would "
             f"have run silently): x @ weight.T + bias.",
-            verbose,
-        )
+            verbose)  # fmt: skip
     if matches(bias=False):
         return _not_yet("bias_missing", "Your products are right but the bias is missing. "
                         + why("bias_missing"), verbose)  # fmt: skip
@@ -183,8 +179,7 @@ def _check_qkv_projection(fn: Callable, *, verbose: bool = True) -> CheckResult:
         "Your tensors match none of the usual mistakes (no transpose, no bias). Return them in "
         "the order (Q, K, V), each computed as `x @ layer.weight.T + layer.bias`: each layer "
         "maps the last dim, d_model, to its own width.",
-        verbose,
-    )
+        verbose)  # fmt: skip
 
 
 def solution_qkv(x: torch.Tensor, W_Q: nn.Linear, W_K: nn.Linear, W_V: nn.Linear) -> tuple:
@@ -236,8 +231,7 @@ def _check_k_bias_shift(fn: Callable, *, verbose: bool = True) -> CheckResult:
                 "wrong_shape",
                 f"On the case '{case}' your answer has shape {tuple(got.shape)}; it should be "
                 f"(L_q,) = ({L_q},): one number per query, the same for every key.",
-                verbose,
-            )
+                verbose)  # fmt: skip
         matched[None] &= _close(got, truth)
         for code, (wrong, _) in mistakes.items():
             matched[code] &= _close(got, wrong(query, b_K))
@@ -246,8 +240,7 @@ def _check_k_bias_shift(fn: Callable, *, verbose: bool = True) -> CheckResult:
             f"{name} gives each row's shift, q_i·b_K / √d_k, on all 3 cases. It is the same for "
             f"every key j of row i, so softmax, which ignores a constant added to a row, gives "
             f"the same weights: a bias on K changes nothing.",
-            verbose,
-        )
+            verbose)  # fmt: skip
     for code, (_, shows) in mistakes.items():
         if matched[code]:
             return _not_yet(code, f"{shows} {why(code)}", verbose)
@@ -255,8 +248,7 @@ def _check_k_bias_shift(fn: Callable, *, verbose: bool = True) -> CheckResult:
         "unknown",
         "Your numbers match neither the shift nor a usual mistake. Expand q_i·(k_j + b_K) and "
         "keep the part that does not depend on j; then scale it as the scores are scaled.",
-        verbose,
-    )
+        verbose)  # fmt: skip
 
 
 def solution_k_bias_shift(query: torch.Tensor, b_K: torch.Tensor) -> torch.Tensor:

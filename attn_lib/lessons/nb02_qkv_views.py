@@ -40,15 +40,13 @@ _PANELS = {
     "V": ("value v_i: what it passes on", "dimension of v_i", "entry", "tab:green"),
     "scores": ("scores q_i·k_j / √d_k", "key token j", "score", "0.6"),
     "weights": ("weights: softmax of the scores", "key token j", "attention weight", "0.6"),
-    "output": ("output_i = Σ_j w_ij v_j", "dimension of the output", "entry", "tab:purple"),
-}
+    "output": ("output_i = Σ_j w_ij v_j", "dimension of the output", "entry", "tab:purple")}  # fmt: skip
 _OWN = "0.2"  # the token's own key, in the scores and weights panels
 _GHOST = {"fill": False, "edgecolor": "black", "linestyle": "--", "linewidth": 1.0}
 _LEGEND = [
     Patch(facecolor="0.6", label="with the chosen bias"),
     Patch(**_GHOST, label="without any bias (for comparison)"),
-    Patch(facecolor=_OWN, label="the token's own key"),
-]
+    Patch(facecolor=_OWN, label="the token's own key")]  # fmt: skip
 
 
 def _limits(examples: Sequence[QKVExample]) -> dict[str, tuple[float, float]]:
@@ -97,8 +95,7 @@ class TokenQKVView:
         limits, width = _limits(examples), examples[0].Q.shape[-1]
         self.bars: dict[str, tuple[BarContainer, BarContainer]] = {
             field: _bar_panel(ax, field, self.tokens, limits[field], width)
-            for ax, field in zip(fig.subplots(2, 3).flat, _PANELS, strict=True)
-        }
+            for ax, field in zip(fig.subplots(2, 3).flat, _PANELS, strict=True)}  # fmt: skip
         fig.legend(handles=_LEGEND, loc="outside lower center", ncols=3, frameon=False)
         self.suptitle = fig.suptitle(" ")
 
@@ -156,15 +153,13 @@ def plot_bias_gallery(
     return fig
 
 
-def plot_weights_pair(
-    panels: Sequence[tuple[torch.Tensor, str]], tokens: Sequence[str], suptitle: str
-) -> Figure:
+def plot_weights_pair(panels: Sequence[tuple[torch.Tensor, str]], tokens: Sequence[str],
+                      suptitle: str) -> Figure:  # fmt: skip
     """(weights (L_q, L_k), title) panels side by side, tokens on both axes, one 0–1 colorbar."""
     fig, axes = plt.subplots(1, len(panels), figsize=(9.0, 4.6), layout="constrained")
     for ax, (weights, title) in zip(axes, panels, strict=True):
         heatmap = draw_attention_heatmap(
-            ax, weights, query_labels=tokens, key_labels=tokens, title=title, colorbar=False
-        )
+            ax, weights, query_labels=tokens, key_labels=tokens, title=title, colorbar=False)  # fmt: skip
         ax.set(xlabel="key token j (attended to)", ylabel="query token i (attending)")
         plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
         for text in (t for row in heatmap.texts for t in row):
@@ -187,8 +182,7 @@ class TokenQKVDashboard(Dashboard):
     plain_text = (
         "Dashboard: one token's query, key, value, scores, weights and output, with a bias "
         "switch (none / on Q / on K / on V). It needs a running Jupyter kernel; the static "
-        "figures above show its default setting and the three bias settings."
-    )
+        "figures above show its default setting and the three bias settings.")  # fmt: skip
 
     def __init__(self, index: int = 2, bias: str = "none", *, dpi: float = 80) -> None:
         sentence = qkv_sentence()

@@ -44,8 +44,7 @@ _CONVENTIONS = {
     "mha_attn_mask": ("MHA attn_mask", "attn_mask to MHA (True = blocked)"),
     "sdpa_bool": ("SDPA bool", "attn_mask to SDPA (True = takes part)"),
     "sdpa_additive": ("SDPA additive", "float attn_mask to SDPA and MHA (added)"),
-    "inverted": ("inverted by mistake", "keep-mask to MHA as attn_mask (read as True = blocked)"),
-}
+    "inverted": ("inverted by mistake", "keep-mask to MHA as attn_mask (read as True = blocked)")}  # fmt: skip
 MASK_CONVENTIONS = {key: label for key, (label, _) in _CONVENTIONS.items()}
 
 
@@ -288,8 +287,7 @@ def _mha_mask_cases() -> list[tuple[str, torch.Tensor]]:
     return [
         ("a causal keep-mask (5, 5), bool", masks.causal_mask(5)),
         ("a per-example keep-mask (2, 4, 6), bool", per_example),
-        ("an integer 0/1 keep-mask (3, 6), int64", masks.causal_mask(3, 6).long()),
-    ]
+        ("an integer 0/1 keep-mask (3, 6), int64", masks.causal_mask(3, 6).long())]  # fmt: skip
 
 
 _VERY_NEGATIVE = -1e4  # an additive fill at or below this blocks a key: exp(-1e4) is 0

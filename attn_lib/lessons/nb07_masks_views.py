@@ -155,9 +155,8 @@ def plot_mask_setting(result: MaskSetting) -> Figure:
     return fig
 
 
-def plot_mask_gallery(
-    results: Sequence[MaskSetting], b: int, labels: Sequence[str], *, suptitle: str
-) -> Figure:
+def plot_mask_gallery(results: Sequence[MaskSetting], b: int, labels: Sequence[str], *,
+                      suptitle: str) -> Figure:  # fmt: skip
     """Sequence ``b`` under several settings (none refused), side by side on one 0–1 scale."""
     fig = plt.figure(figsize=(2.9 * len(results) + 1.0, 4.3), layout="constrained")
     panels = [(r.weights[b], r.keep[b], _panel_title(label, r, b))
@@ -210,7 +209,7 @@ class MaskDashboard(Dashboard):
         """Compute the setting with the pure function and show it."""
         lengths = tuple(int(v[f"length_{b}"]) for b in range(3))
         self.result = mask_setting(lengths, causal=bool(v["causal"]), fill=str(v["fill"]),
-                                   padding_side=str(v["padding"]), dtype=str(v["dtype"]))
+                                   padding_side=str(v["padding"]), dtype=str(v["dtype"]))  # fmt: skip
         self.view.show(self.result)
 
     def to_png(self) -> bytes:
