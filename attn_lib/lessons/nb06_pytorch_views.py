@@ -81,7 +81,7 @@ class ConventionView:
     :func:`verdict`."""
 
     def __init__(self, fig: Figure, L: int = 4) -> None:
-        self.fig, self.L, self.axes = fig, L, list(fig.subplots(1, 4))
+        self.fig, self.L, self.axes, self.keys = fig, L, list(fig.subplots(1, 4)), None
         ax = self.axes[0]
         ax.imshow(np.ones((L, L, 4)), aspect="auto", visible=False)  # the axes of an image
         self.mask_cells = _cells(ax, L)
@@ -131,6 +131,11 @@ class ConventionView:
         """Show one setting of :func:`nb06_pytorch.convention_setting`."""
         L, blocked = self.L, result.passed_blocked.numpy()
         keys = [label.replace(" (", "\n(") for label in result.key_labels]  # "2\n(pad)": fits
+        if keys == self.keys:  # new tick labels cost a millisecond or two per axes
+            keys = None
+        else:
+            self.keys = keys
+            self.axes[0].set_xticks(range(L), keys)
         rgba = np.ones((L, L, 4))
         rgba[blocked] = _PASSED_BLOCKED
         self.mask_cells.set_facecolor(rgba.reshape(-1, 4))
@@ -149,7 +154,6 @@ class ConventionView:
             for i, j in zip(*np.nonzero(np.isnan(w)), strict=True):
                 art.texts[i][j].set(text="NaN", color="darkred", fontsize=10)
             art.ax.set_title(f"{_TITLES[name]}\n{verdict(result, name)}")
-        self.axes[0].set_xticks(range(L), keys)
         how, b = MASK_CONVENTIONS[result.convention], result.batch_index
         self.suptitle.set_text(f"mask: {result.mask} · passed as: {how} · sequence {b}\n"
                                f"left: {result.passed_name}")  # fmt: skip
