@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attn_lib import MaskError, ShapeError, shape_trace
+from attn_lib import scaled_dot_product_attention as sdpa
 from attn_lib.checks import as_int, check_device, check_float_dtype, check_mask, check_size
 
 # --- check_size / as_int -----------------------------------------------------------------------
@@ -131,3 +132,25 @@ def test_a_0d_mask_gets_its_own_advice():
     with pytest.raises(MaskError, match="0-D mask") as info:
         check_mask(torch.tensor(True), (2, 4, 4))
     assert "squeeze" not in str(info.value)
+
+
+# --- the errors that are a named mistake quote attn_lib.mistakes -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "sizes", "bad"),
+    [
+        ("mask_inverted", {}, lambda q: sdpa(q, q, q, ~torch.ones(4, 4, dtype=torch.bool))),
+        ("additive_mask_as_keep", {}, lambda q: sdpa(q, q, q, torch.zeros(4, 4, dtype=torch.bool))),
+        ("mask_not_unsqueezed", {"B": 2, "L_k": 4}, lambda q: sdpa(q, q, q, torch.ones(2, 4).bool())),
+        ("bitwise_not_int", {}, lambda q: sdpa(q, q, q, ~torch.ones(4, 4, dtype=torch.long))),
+        ("fill_overflow", {}, lambda q: sdpa(*(q.half(),) * 3, torch.ones(4, 4).tril().bool(), fill_value=-1e9)),
+        ("key_transposed", {}, lambda q: sdpa(q, q[:, :, :3].mT, q[:, :3])),
+    ],
+)  # fmt: skip
+def test_an_error_that_is_a_named_mistake_quotes_its_explanation(code, sizes, bad):
+    from attn_lib.mistakes import why
+
+    with pytest.raises((ValueError, TypeError, RuntimeError)) as info:
+        bad(torch.randn(2, 4, 3))
+    assert why(code, **sizes) in str(info.value)
