@@ -18,6 +18,7 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
+from ._experiments import one_thread
 from ._figures import figure_to_png
 
 
@@ -185,7 +186,8 @@ class Dashboard:
         """Recompute for the current control values and refresh the image."""
         if self.closed:
             raise RuntimeError("this dashboard is closed; build a new one.")
-        self.render(**self.values)
+        with one_thread():  # a dashboard's tensors are small
+            self.render(**self.values)
         self.image.value = self.to_png()
 
     def to_png(self) -> bytes:

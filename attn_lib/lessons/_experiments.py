@@ -4,13 +4,15 @@
 - the multiply-adds and memory of one attention layer, and the length where attention
   overtakes the projections (notebooks 01 and 10);
 - a seeded SingleHeadAttention (notebooks 01 and 04) and nn.Linear's default weight draw (02);
-- a batch's keep-mask from its lengths (notebooks 07 and 10).
+- a batch's keep-mask from its lengths (notebooks 07 and 10);
+- torch on one thread, for small tensors (the dashboards, notebooks 06, 09 and 10).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +27,18 @@ def _dims(name: str, values: Sequence[int]) -> list[int]:
     if isinstance(values, (int, bool)) or len(values) == 0:
         raise ShapeError(f"{name} must be a non-empty sequence of ints ≥ 1, got {values!r}.")
     return [check_size(f"{name}[{i}]", v, error=ShapeError) for i, v in enumerate(values)]
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one intra-op thread: for small tensors two threads only wait on each other,
+    and on a loaded machine far longer than one thread computes."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _generator(seed: object) -> torch.Generator:

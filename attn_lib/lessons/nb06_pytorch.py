@@ -7,9 +7,8 @@ yourself" (``check_mha_forward``, ``check_mha_mask`` and their solutions).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +32,7 @@ from ._checking import (
     _raised,
     recording,
 )
+from ._experiments import one_thread
 
 ULPS = 16  # a few dozen roundings in any order stay below 16 ulps; a real mistake is ~1e5 ulps
 _B, _L, _E = article.ARTICLE_BATCH, article.ARTICLE_SEQ_LEN, article.ARTICLE_D_MODEL  # 2, 4, 8
@@ -55,18 +55,6 @@ def agreement(a: torch.Tensor, b: torch.Tensor, ulps: int = ULPS) -> str:
     eps = torch.finfo(b.dtype).eps
     torch.testing.assert_close(a, b, rtol=0.0, atol=ulps * eps * b.abs().max().item())
     return f"within {ulps} {str(b.dtype).removeprefix('torch.')} ulps"
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """torch on one thread: for tensors this small two threads only wait on each other (under
-    load, 50 times slower than one)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @functools.cache
@@ -154,7 +142,7 @@ def convention_setting(
                          f"of {CONVENTION_MASK_CHOICES}; got {convention!r}, {mask!r}.")  # fmt: skip
     if isinstance(batch_index, bool) or batch_index not in range(_B):
         raise ValueError(f"batch_index must be 0 or 1, got {batch_index!r}.")
-    with _one_thread(), torch.no_grad():
+    with one_thread(), torch.no_grad():
         (x, mha, (Q, K, V)), b, B, L = _article_setup(), batch_index, _B, _L
         keep = _keep_mask(mask)  # None, (B, 1, L), (L, L) or (B, L, L)
         full = torch.ones(B, L, L, dtype=torch.bool)

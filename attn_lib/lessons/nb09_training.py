@@ -38,6 +38,7 @@ from ._checking import (
     _short,
     recording,
 )
+from ._experiments import one_thread
 
 SETTINGS = ("scaled", "unscaled", "unscaled_init")
 # float64: training is chaotic, and the twins below must differ by far more than round-off.
@@ -370,13 +371,9 @@ def run_scaling_experiment(
     seeds = tuple(range(seed, seed + n_seeds))
     jobs = [(d, [(s, lr) for s in settings] + (list(extra) if d == max(d_ks) else []))
             for d in d_ks]  # fmt: skip
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         data = make_retrieval_data(seeds, steps, task)
         runs = [r for d, arms in jobs for r in _train(arms, d, seeds, steps, task, data)]
-    finally:
-        torch.set_num_threads(before)
     runs = {(r.setting, r.d_k, r.lr): r for r in runs}
     return ScalingExperiment(tuple(settings), tuple(d_ks), lr, runs)
 
