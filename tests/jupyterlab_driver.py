@@ -66,6 +66,10 @@ LAB_SETTINGS = {
     # placeholder height until they scroll in, so an element screenshot right after scrolling
     # captured the wrong part of the notebook.
     "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+    # No blinking cursor: the blink is a CSS animation that Chromium runs on the main thread
+    # (a trace showed the cursor layers of the notebook's editors animating while dashboards
+    # were moved), so it makes the page draw frames for nothing. Layout is unaffected.
+    "@jupyterlab/codemirror-extension:plugin": {"defaultConfig": {"cursorBlinkRate": 0}},
 }
 
 ISOLATED_DIRS = {
@@ -185,33 +189,38 @@ class LabServer:
         params = [f"{k}={v}" if v else k for k, v in query.items()] + [f"token={self.token}"]
         return f"{self.base_url}/{path}?{'&'.join(params)}"
 
-    def start_kernel(self, notebook: str) -> BlockingKernelClient:
-        """Start the notebook's kernel now (a session, as JupyterLab would make on opening it),
-        and return a client connected to it (stop its channels when done).
+    def new_session(self, notebook: str, kernel_id: str | None = None) -> str:
+        """Create the notebook's session, as JupyterLab does when it opens the notebook: with a
+        new kernel, or with the running kernel ``kernel_id`` (JupyterLab's "use the kernel of
+        another notebook"). Returns the kernel's id.
 
-        Code the client executes runs while the page loads; the page then opens the notebook
-        on this kernel (JupyterLab reuses the session of a path), once the kernel is idle.
+        JupyterLab then opens the notebook on this session (it reuses the session of a path).
         """
+        kernel = {"id": kernel_id} if kernel_id else {"name": "python3"}
         request = urllib.request.Request(
             self.url("api/sessions"),
             data=json.dumps(
-                {
-                    "path": notebook,
-                    "type": "notebook",
-                    "name": notebook,
-                    "kernel": {"name": "python3"},
-                }
+                {"path": notebook, "type": "notebook", "name": notebook, "kernel": kernel}
             ).encode(),
             headers={"Content-Type": "application/json"},
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=30) as response:
-            kernel_id = json.loads(response.read())["kernel"]["id"]
+            return json.loads(response.read())["kernel"]["id"]
+
+    def start_kernel(self, notebook: str) -> tuple[str, BlockingKernelClient]:
+        """Start the notebook's kernel now (see new_session); return its id and a client
+        connected to it (stop its channels when done).
+
+        Code the client executes runs while the page loads; the page then opens the notebook
+        on this kernel, once the kernel is idle.
+        """
+        kernel_id = self.new_session(notebook)
         connection = Path(self.env["JUPYTER_RUNTIME_DIR"], f"kernel-{kernel_id}.json")
         client = BlockingKernelClient(connection_file=str(connection))
         client.load_connection_file()
         client.start_channels()
-        return client
+        return kernel_id, client
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -405,9 +414,9 @@ RUN_FINISHED_JS = """(panel) => {
 
 # Keeps the SHA-256 (hex) of the bytes behind an <img>'s current (blob:) URL in
 # img.dataset.sha256, updated when each new image has loaded (not before: the hashing would
-# compete with the decoding that a latency measurement times); resolves once the hash of the
-# current src is known. Each image update gets a new blob: URL, so only the bytes tell whether
-# the picture changed.
+# compete with the decoding that a latency measurement times), and tells the dashboard's latency
+# probe (ARM_LATENCY_JS) each time; resolves once the hash of the current src is known. Each
+# image update gets a new blob: URL, so only the bytes tell whether the picture changed.
 WATCH_IMAGE_JS = """async (img) => {
     const sha256 = async (url) => {
         try {
@@ -424,6 +433,7 @@ WATCH_IMAGE_JS = """async (img) => {
         if (hash !== null && img.src === url) {
             img.dataset.sha256 = hash;
             img.dataset.sha256Of = url;
+            img.parentElement.latencyProbe?.check();
         }
     };
     if (!img.dataset.watched) {
@@ -433,6 +443,7 @@ WATCH_IMAGE_JS = """async (img) => {
     await record();
     return img.dataset.sha256Of === img.src ? img.dataset.sha256 : null;
 }"""
+
 
 # Every stderr/error output of the notebook: [cell number (1-based, all cells), text].
 STDERR_OUTPUTS_JS = """(panel) => {
@@ -519,11 +530,14 @@ LAYOUT_JS = """(root) => {
     };
 }"""
 
-# Arms a latency probe on a dashboard box: the time of the first input event (key press,
-# mouse press, a select's change) and the time each new image finished loading, by src.
-# Returns the hash of the image shown now (see WATCH_IMAGE_JS).
+# Arms a latency probe on a dashboard box: the time of the first input event (key press, mouse
+# press, a select's change), and a promise, `done`, that resolves with [hash, milliseconds from
+# that event to the load of the new image] once an image whose bytes differ from the ones shown
+# now has loaded and been hashed (WATCH_IMAGE_JS calls check()). Event-driven: no polling, so
+# the page draws no frame while it waits. Returns the hash of the image shown now.
 ARM_LATENCY_JS = """(root) => {
     const img = root.querySelector(':scope > .widget-image');
+    const shown = () => (img.dataset.sha256Of === img.src ? img.dataset.sha256 : null);
     if (!root.latencyProbe) {
         const probe = root.latencyProbe = {start: null, loaded: {}};
         for (const type of ['keydown', 'mousedown', 'change']) {
@@ -531,30 +545,42 @@ ARM_LATENCY_JS = """(root) => {
                 if (probe.start === null) probe.start = event.timeStamp;
             }, true);
         }
-        img.addEventListener('load', (event) => { probe.loaded[img.src] = event.timeStamp; });
+        img.addEventListener('load', (event) => {
+            probe.loaded[img.src] = event.timeStamp;
+            probe.check();
+        });
+        probe.check = () => {
+            const hash = shown(), loaded = probe.loaded[img.src];
+            if (hash && hash !== probe.before && loaded !== undefined && probe.start !== null) {
+                probe.resolve([hash, loaded - probe.start]);
+            }
+        };
     }
-    root.latencyProbe.start = null;
-    root.latencyProbe.loaded = {};
-    return img.dataset.sha256Of === img.src ? img.dataset.sha256 : null;
+    const probe = root.latencyProbe;
+    probe.start = null;
+    probe.loaded = {};
+    probe.before = shown();
+    probe.done = new Promise((resolve) => { probe.resolve = resolve; });
+    return probe.before;
 }"""
 
+
 # One step of control `index` of a dashboard box, prepared in one call (see
-# NotebookPage.timed_move): arms the latency probe (ARM_LATENCY_JS, whose hash of the image
-# shown now it returns as `before`), focuses a slider's handle, and says what to do:
-# {kind: 'key' | 'mouse' | 'option' | 'disabled', key, x, y, index, what, before}.
+# NotebookPage.timed_move): arms the latency probe (ARM_LATENCY_JS), focuses a slider's handle,
+# and says what to do: {kind: 'key' | 'mouse' | 'option' | 'disabled', key, x, y, index, what}.
 MOVE_PLAN_JS = """(root, index) => {
     const arm = ARM_LATENCY_JS;
     const control = root.querySelectorAll(':scope > .widget-hbox > *')[index];
     const label = control.querySelector(':scope > label.widget-label');
     const name = label ? label.textContent.trim() : '?';
     if (control.querySelector('[disabled], .noUi-target[disabled]')) return {kind: 'disabled'};
-    const before = arm(root);
+    arm(root);
     const handle = control.querySelector('.noUi-handle');
     if (handle) {
         const atMax = handle.getAttribute('aria-valuenow') === handle.getAttribute('aria-valuemax');
         const key = atMax ? 'ArrowLeft' : 'ArrowRight';
         handle.focus();
-        return {kind: 'key', key, before, what: `${key} on the ${name} slider`};
+        return {kind: 'key', key, what: `${key} on the ${name} slider`};
     }
     const centre = (el) => {
         const r = el.getBoundingClientRect();
@@ -564,31 +590,25 @@ MOVE_PLAN_JS = """(root, index) => {
     if (buttons.length) {
         const active = buttons.findIndex((b) => b.classList.contains('mod-active'));
         const next = buttons[(active + 1) % buttons.length];
-        return {kind: 'mouse', ...centre(next), before,
+        return {kind: 'mouse', ...centre(next),
                 what: `${name}: '${next.textContent.trim()}'`};
     }
     const select = control.querySelector('select');
     if (select) {
         const next = (select.selectedIndex + 1) % select.options.length;
-        return {kind: 'option', index: next, before,
+        return {kind: 'option', index: next,
                 what: `${name}: '${select.options[next].text}'`};
     }
-    return {kind: 'mouse', ...centre(control.querySelector('input')), before,
+    return {kind: 'mouse', ...centre(control.querySelector('input')),
             what: `a click on ${name}`};
 }""".replace("ARM_LATENCY_JS", ARM_LATENCY_JS)
 
-# True once the image's bytes differ from `before` and that image has loaded: then
-# [hash, milliseconds from the input event to the load].
-IMAGE_LOADED_JS = """([root, before]) => {
-    const img = root.querySelector(':scope > .widget-image');
-    const probe = root.latencyProbe;
-    const current = img.dataset.sha256Of === img.src ? img.dataset.sha256 : null;
-    const loaded = probe.loaded[img.src];
-    if (!current || current === before || loaded === undefined || probe.start === null) {
-        return false;
-    }
-    return [current, loaded - probe.start];
-}"""
+# Waits for the armed probe (ARM_LATENCY_JS): [hash, milliseconds]; rejects after `ms`.
+NEW_IMAGE_JS = """(root, ms) => Promise.race([
+    root.latencyProbe.done,
+    new Promise((_, reject) => setTimeout(
+        () => reject(new Error(`no new picture within ${ms} ms`)), ms)),
+])"""
 
 
 @dataclass
@@ -612,16 +632,18 @@ class NotebookPage:
         """Open ``path`` (relative to the server root) and wait until its kernel is idle.
 
         The first notebook loads JupyterLab at its URL (?reset: no restored workspace); the
-        next ones are opened by double-clicking them in the file browser, which shows the
-        first one's folder, as a reader would. (Loading the URL again would reload the whole
-        application and close the notebooks already open.)
+        next ones are opened as a reader would, with File > Open from Path… (the file browser's
+        folder can still be changing while JupyterLab restores its workspace; loading the URL
+        again would reload the whole application and close the notebooks already open).
         """
         name = path.rsplit("/", 1)[-1]
         exact = re.compile(f"^{re.escape(name)}$")
         if self.loaded:
-            self.page.locator(".jp-DirListing-itemText", has_text=exact).dblclick(
-                timeout=timeout_ms
-            )
+            menu_bar = self.page.locator(".lm-MenuBar-item")
+            menu_bar.filter(has_text=re.compile("^(File|文件)$")).click(timeout=timeout_ms)
+            self.page.locator('.lm-Menu-item[data-command="filebrowser:open-path"]').click()
+            self.page.locator(".jp-Dialog input").fill(path)
+            self.page.locator(".jp-Dialog .jp-mod-accept").click()
         else:
             self.page.goto(self.server.url(f"lab/tree/{path}", reset=""), timeout=timeout_ms)
             self.loaded = True
@@ -649,8 +671,19 @@ class NotebookPage:
     def start_run_all(self, notebook: OpenNotebook) -> None:
         """Run > Run All Cells on this notebook; returns at once (see wait_until_run_finished)."""
         self.activate(notebook)
-        self.page.locator(".lm-MenuBar-item", has_text=re.compile("^Run$")).click()
+        self.page.locator(".lm-MenuBar-item", has_text=re.compile("^(Run|运行)$")).click()
         self.page.locator('.lm-Menu [data-command="runmenu:run-all"]').click()
+
+    def set_interface_language(self, locale: str, timeout_ms: float = 60_000) -> None:
+        """Settings > Language > the language pack ``locale`` (e.g. "zh_CN"), then "Change and
+        reload" in the dialog that follows; returns once JupyterLab has loaded again."""
+        menu_bar = self.page.locator(".lm-MenuBar-item")
+        menu_bar.filter(has_text=re.compile("^(Settings|设置)$")).click()
+        self.page.locator(".lm-Menu-itemLabel", has_text=re.compile("^(Language|语言)$")).click()
+        self.page.locator(f'.lm-Menu-item[data-command="jupyterlab-translation:{locale}"]').click()
+        with self.page.expect_navigation(timeout=timeout_ms):
+            self.page.locator(".jp-Dialog .jp-mod-accept").click()
+        self.page.locator("#filebrowser").wait_for(timeout=timeout_ms)
 
     def wait_until_run_finished(self, notebook: OpenNotebook, timeout_ms: float) -> str:
         """Wait until the run has finished or an error output shows.
@@ -711,7 +744,7 @@ class NotebookPage:
             new image's load)), or None if the control is disabled (nothing was done).
 
         Raises:
-            PlaywrightError (a TimeoutError): no image with other bytes within ``timeout_ms``.
+            PlaywrightError: no image with other bytes within ``timeout_ms``.
         """
         plan = dashboard.evaluate(MOVE_PLAN_JS, index)
         if plan["kind"] == "disabled":
@@ -725,10 +758,4 @@ class NotebookPage:
         else:
             control = dashboard.locator(":scope > .widget-hbox > *").nth(index)
             control.locator("select").select_option(index=plan["index"])
-        result = self.page.wait_for_function(
-            IMAGE_LOADED_JS,
-            arg=[dashboard.element_handle(), plan["before"]],
-            polling="raf",
-            timeout=timeout_ms,
-        ).json_value()
-        return plan["what"], result
+        return plan["what"], tuple(dashboard.evaluate(NEW_IMAGE_JS, timeout_ms))

@@ -1,4 +1,5 @@
-"""Static checks of the Binder configuration in binder/ (no network, no install).
+"""Static checks of the Binder configuration in binder/ and of the READMEs' launch badges (no
+network, no install).
 
 Binder builds the image with repo2docker, which reads its config files only from binder/ when
 that folder exists. These tests keep binder/ the one config folder, free of files that would
@@ -325,24 +326,51 @@ def test_binder_installs_attn_lib_editable(binder):
     )
 
 
-# --- the README's launch badge ----------------------------------------------------------------
+# --- the READMEs' launch badges ----------------------------------------------------------------
 
 BADGE = re.compile(
     r"\[!\[Binder\]\(https://mybinder\.org/badge_logo\.svg\)\]"
-    r"\((https://mybinder\.org/v2/gh/[^/\s)]+/[^/\s)]+/[^?\s)]+\?urlpath=lab/tree/([^)\s]+))\)"
+    r"\((https://mybinder\.org/v2/gh/[^/\s)]+/[^/\s)]+/[^?\s)]+)\?urlpath=lab/tree/([^)\s]+)\)"
 )
+EDITIONS = {
+    "README.md": ["notebooks/en/00_start_here.ipynb", "notebooks/zh/00_start_here.ipynb"],
+    "README.zh-CN.md": ["notebooks/zh/00_start_here.ipynb"],
+}
 
 
-def test_readme_badge_opens_jupyterlab_at_an_existing_notebook():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    badges = BADGE.findall(text)
-    assert len(badges) == 1, (
-        "README.md needs one Binder badge linking to "
-        "https://mybinder.org/v2/gh/<owner>/<repo>/<ref>?urlpath=lab/tree/<notebook>"
+@pytest.mark.parametrize("readme", sorted(EDITIONS))
+def test_readme_badges_open_jupyterlab_at_existing_notebooks(readme):
+    badges = BADGE.findall(read(REPO / readme))
+    opened = [notebook for _, notebook in badges]
+    assert opened == EDITIONS[readme], (
+        f"{readme} should have Binder badges opening {EDITIONS[readme]} (in that order), each "
+        "linking to https://mybinder.org/v2/gh/<owner>/<repo>/<ref>?urlpath=lab/tree/<notebook>;"
+        f" it has {opened}"
     )
-    _, notebook = badges[0]
-    assert notebook == "notebooks/en/00_start_here.ipynb", f"the badge opens {notebook}"
-    assert (REPO / notebook).is_file(), f"the badge opens {notebook}, which does not exist"
+    for notebook in opened:
+        assert (REPO / notebook).is_file(), f"a badge in {readme} opens {notebook}: no such file"
+
+
+def test_every_badge_launches_the_same_repository():
+    launched = {base for readme in EDITIONS for base, _ in BADGE.findall(read(REPO / readme))}
+    assert len(launched) == 1, f"the badges launch different repositories or refs: {launched}"
+
+
+def fenced_bash(text: str) -> list[str]:
+    """The contents of the ```bash blocks of a markdown text, in order."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    return [block.strip() for block in blocks]
+
+
+def test_readme_zh_opens_with_the_quick_start_commands():
+    """README.zh-CN.md's first two commands are README.md's install and open commands, the
+    second opening the Chinese edition; README.md links to it at the top."""
+    english, chinese = read(REPO / "README.md"), read(REPO / "README.zh-CN.md")
+    install, open_lab = fenced_bash(english)[:2]
+    assert open_lab.endswith("jupyter lab notebooks/en"), f"README.md's second command: {open_lab}"
+    expected = [install, open_lab.replace("notebooks/en", "notebooks/zh")]
+    assert fenced_bash(chinese)[:2] == expected
+    assert "(README.zh-CN.md)" in "\n".join(english.splitlines()[:6])
 
 
 def test_parse_requirements_reads_markers_for_a_platform():

@@ -1,29 +1,34 @@
 """The notebooks as slide decks: every cell's slide type follows tools/set_slide_metadata.py,
-and each notebook converts with nbconvert's SlidesExporter into the slides its metadata says.
+and each notebook converts, with nbconvert's SlidesExporter and the settings of
+slides/offline.py, into the slides its metadata says, as a page that loads nothing from the
+network (reveal.js and MathJax are written into it from slides/vendor/).
 
-The conversion runs in-process and offline: the HTML only refers to reveal.js by URL (the
-exporter's default CDN address), nothing is fetched. What does not depend on the slide metadata
-tested is skipped: pygments colouring and bleach cleaning of the code (two filters replaced by
-cheap ones), the notebook's validation after each (disabled) preprocessor, and the pass that
-re-parses the finished page with BeautifulSoup to add alt texts and tab stops (together four
-fifths of the conversion time).
+The conversion runs in-process. What does not depend on the slide metadata tested is skipped:
+pygments colouring and bleach cleaning of the code (two filters replaced by cheap ones), the
+notebook's validation after each (disabled) preprocessor, and the pass that re-parses the
+finished page with BeautifulSoup to add alt texts and tab stops (together four fifths of the
+conversion time). tests/test_browser.py opens a deck in Chromium with the network cut off.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import shutil
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
 from helpers import load_tool
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from traitlets.config.loader import PyFileConfigLoader
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks" / "en").glob("*.ipynb"))
 HIDDEN = ("skip", "notes")  # slide types reveal.js does not show on a slide
+SLIDES = REPO / "slides"
 
 
 tool = load_tool("set_slide_metadata")
@@ -207,6 +212,11 @@ class PageAsRendered:
         return self.page
 
 
+def offline_config():
+    """slides/offline.py, read as `jupyter nbconvert --config slides/offline.py` reads it."""
+    return PyFileConfigLoader("offline.py", path=str(SLIDES)).load_config()
+
+
 @pytest.fixture(scope="module")
 def exporter():
     from nbconvert import SlidesExporter
@@ -215,7 +225,8 @@ def exporter():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(html_exporter, "BeautifulSoup", PageAsRendered)
         slides = SlidesExporter(
-            filters={"clean_html": lambda text: text, "highlight_code": plain_code}
+            config=offline_config(),
+            filters={"clean_html": lambda text: text, "highlight_code": plain_code},
         )
         slides._validate_preprocessor = lambda nb, preprocessor: None
         yield slides
@@ -254,4 +265,108 @@ def test_converts_to_the_slides_its_metadata_describes(path, exporter):
     assert len(re.findall(r'class="jp-Cell ', page)) == shown, "a skipped cell was rendered"
     title = nb.cells[0].source.strip().splitlines()[0].lstrip("#").strip()
     assert title in html.unescape(page), f"title {title!r} missing"  # "·" comes as &#183;
-    assert f'"{exporter.reveal_url_prefix}/dist/reveal.js"' in page  # a reference, not a copy
+    assert not remote_loads(page), f"{path.name}: the slides load {remote_loads(page)}"
+    assert "Reveal.initialize(" in page and ("window.MathJax" in page) == has_math(nb)
+
+
+# --- nothing from the network ---------------------------------------------------------------
+
+# What a page fetches by itself: an element's source, a stylesheet, a CSS import or url(),
+# an ES module import. (A link the reader may click is no load.)
+LOADING_ATTRIBUTES = {
+    "script": ("src",), "link": ("href",), "img": ("src", "srcset"), "iframe": ("src",),
+    "source": ("src", "srcset"), "video": ("src", "poster"), "audio": ("src",),
+    "embed": ("src",), "object": ("data",), "input": ("src",),
+}  # fmt: skip
+REMOTE = r"""(?:https?:)?//[^\s'"<>)]+"""
+CSS_LOADS = re.compile(rf"""@import\s+(?:url\()?\s*['"]?({REMOTE})|url\(\s*['"]?({REMOTE})""")
+MODULE_LOADS = re.compile(rf"""(?:\bfrom|\bimport\s*\(?)\s*['"]({REMOTE})""")
+
+
+class _LoadFinder(HTMLParser):
+    """Collects the URLs a page would fetch by itself (see remote_loads)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.urls: list[str] = []
+        self.inside: str | None = None  # "style", or "module" inside <script type="module">
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        for name in LOADING_ATTRIBUTES.get(tag, ()):
+            for url in (values.get(name) or "").replace(",", " ").split():
+                if re.fullmatch(REMOTE, url):
+                    self.urls.append(url)
+        self.urls += [u for pair in CSS_LOADS.findall(values.get("style") or "") for u in pair if u]
+        if tag == "style" or (tag == "script" and values.get("type") == "module"):
+            self.inside = "style" if tag == "style" else "module"
+
+    def handle_endtag(self, tag: str) -> None:
+        self.inside = None
+
+    def handle_data(self, data: str) -> None:
+        if self.inside == "style":
+            self.urls += [u for pair in CSS_LOADS.findall(data) for u in pair if u]
+        elif self.inside == "module":
+            self.urls += MODULE_LOADS.findall(data)
+
+
+def remote_loads(page: str) -> list[str]:
+    """The http(s) or protocol-relative URLs that the page's HTML and CSS would load."""
+    finder = _LoadFinder()
+    finder.feed(page)
+    finder.close()
+    return finder.urls
+
+
+def has_math(nb) -> bool:
+    return any(
+        c.cell_type == "markdown" and any(m in c.source for m in ("$", "\\(", "\\["))
+        for c in nb.cells
+    )
+
+
+def test_remote_loads_finds_what_nbconvert_loads_from_cdns():
+    page = """<html><head>
+    <script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.1.10/require.min.js"></script>
+    <link rel="stylesheet" href="//unpkg.com/reveal.js@4.0.2/dist/reveal.css">
+    <style>@import url(https://fonts.googleapis.com/css?family=Lato);
+    .a { background: url('https://example.org/x.png') }</style>
+    <script type="module">import mermaid from 'https://cdn.example/mermaid.mjs';</script>
+    <script>const ns = "http://www.w3.org/2000/svg"; // a string, not a load</script>
+    </head><body><a href="https://arxiv.org/abs/1706.03762">a link</a>
+    <img src="data:image/png;base64,AAAA"><img src="https://example.org/y.png"></body></html>"""
+    assert remote_loads(page) == [
+        "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.1.10/require.min.js",
+        "//unpkg.com/reveal.js@4.0.2/dist/reveal.css",
+        "https://fonts.googleapis.com/css?family=Lato",
+        "https://example.org/x.png",
+        "https://cdn.example/mermaid.mjs",
+        "https://example.org/y.png",
+    ]
+
+
+def test_nbconvert_alone_would_load_from_cdns(exporter):
+    """Why slides/offline.py exists: the same notebook through nbconvert's own template."""
+    from nbconvert import SlidesExporter
+    from nbconvert.exporters import html as html_exporter
+
+    nb = new_notebook(cells=[new_markdown_cell("# T\n\n$x^2$")])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(html_exporter, "BeautifulSoup", PageAsRendered)
+        page, _ = SlidesExporter(filters=exporter.filters).from_notebook_node(nb)
+    assert any("reveal.js" in url for url in remote_loads(page))
+    offline, _ = exporter.from_notebook_node(nb)
+    assert not remote_loads(offline) and "window.MathJax" in offline
+
+
+def test_vendored_files_are_the_ones_listed():
+    """slides/vendor/README.md names each file's package and SHA-256: they must still agree."""
+    readme = (SLIDES / "vendor" / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^([0-9a-f]{64})  (\S+)$", readme, flags=re.MULTILINE)
+    assert listed, "slides/vendor/README.md lists no SHA-256"
+    for digest, name in listed:
+        data = (SLIDES / "vendor" / name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest, f"slides/vendor/{name} changed"
+    licences = {p.parent.name for p in (SLIDES / "vendor").glob("*/LICENSE")}
+    assert licences == {p.parent.name for p in (SLIDES / "vendor").glob("*/*.js")}
