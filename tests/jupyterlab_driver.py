@@ -70,6 +70,9 @@ LAB_SETTINGS = {
     # (a trace showed the cursor layers of the notebook's editors animating while dashboards
     # were moved), so it makes the page draw frames for nothing. Layout is unaffected.
     "@jupyterlab/codemirror-extension:plugin": {"defaultConfig": {"cursorBlinkRate": 0}},
+    # English menus on any machine: by default JupyterLab takes the server's locale, so with
+    # the zh_CN language pack installed a Chinese system would start in Chinese.
+    "@jupyterlab/translation-extension:plugin": {"locale": "en"},
 }
 
 ISOLATED_DIRS = {
