@@ -35,7 +35,7 @@ from ._checking import (
     _value_difference,
     recording,
 )
-from ._experiments import _generator, crossover_length
+from ._experiments import _generator, crossover_length, one_thread
 
 # The walk: one query row against 16 keys, the first 2 padding (blocked), so a walk in blocks
 # of 1 or 2 keys starts with a block that has no allowed key.
@@ -82,22 +82,17 @@ def time_attention(methods: Mapping[str, Callable], lengths: Sequence[int], *, d
     no autograd. The calling thread's CPU time: a busy machine delays a call but does not add to
     it. Still volatile (caches, CPU, build): assert only what no machine changes."""
     g, ms = _generator(seed), {name: {} for name in methods}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread(), torch.no_grad():
         for L in lengths:
             q, k, v = (torch.randn(1, L, d_k, generator=g) for _ in range(3))  # (1, L, d_k)
             seconds: dict[str, list[float]] = {name: [] for name in methods}
             for _ in range(repeats + 1):  # the first round warms up
                 for name, fn in methods.items():
                     start = time.thread_time()
-                    with torch.no_grad():
-                        fn(q, k, v)
+                    fn(q, k, v)
                     seconds[name].append(time.thread_time() - start)
             for name, s in seconds.items():
                 ms[name][L] = 1000.0 * statistics.median(s[1:])
-    finally:
-        torch.set_num_threads(threads)
     return ms
 
 
