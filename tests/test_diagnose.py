@@ -150,49 +150,47 @@ MASK_CODES = {"mask_float", "mask_inverted", "fully_masked_rows"}  # about the m
 def test_every_code_has_a_level_and_a_trigger():
     assert set(CODES.values()) <= set(LEVELS)
     assert set(CODES) - set(BAD) == {"weights_match"}  # found on every good input with weights
+    assert set(WORDS) <= set(BAD)
+
+
+# What the message must say besides a sentence: the cause, or the fix (other codes: any sentence).
+WORDS = {
+    "d_k_mismatch": "transposed already",
+    "mask_shape": "unsqueeze(1)",
+    "mask_float": "mask.bool()",
+    "transpose_trap": "transpose(-2, -1)",
+    "scale_d_k": "÷d_k",
+    "no_scale": "not scaled",
+    "scale_multiplied": "MULTIPLIES",
+    "scale_d_model": "d_model",
+    "scale_length": "÷√L",
+    "scale_heads": "√H",
+    "softmax_dim": "dim=-2",
+    "reshape_not_transpose": "reshape",
+    "transpose_1_2": "transpose(1, 2)",
+    "dot_T": ".T",
+    "scores_transposed": "K Qᵀ",
+    "mask_not_applied": "not in place",
+    "mask_inverted": "True = may attend",
+    "additive_mask_as_keep": "add it to the scores",
+    "mask_fill_zero": "exp(0) = 1",
+    "uniform_rows": "-1e9",
+    "nan_rows": "NaN",
+    "dropout_on": "model.eval()",
+}
 
 
 @pytest.mark.parametrize("code", list(BAD))
-def test_each_finding_fires_on_its_bad_input(code):
+def test_each_finding_fires_on_its_bad_input_and_names_cause_or_fix(code):
     diagnosis = diagnose(**BAD[code])
     assert diagnosis.has(code), f"{code} not found in:\n{diagnosis}"
     assert diagnosis.get(code).level == CODES[code]
-    assert len(diagnosis.get(code).message) > 40  # a sentence, not a bare code
+    message = diagnosis.get(code).message
+    assert len(message) > 40 and WORDS.get(code, "") in message, message
     if CODES[code] != "info":
         assert not diagnosis.ok
     if "weights" in BAD[code] and code not in ("weights_type", "masked_weight"):
         assert problems(diagnosis) - (MASK_CODES - {code}) == {code}, str(diagnosis)
-
-
-@pytest.mark.parametrize(
-    ("code", "words"),
-    [
-        ("d_k_mismatch", "transposed already"),
-        ("mask_shape", "unsqueeze(1)"),
-        ("mask_float", "mask.bool()"),
-        ("transpose_trap", "transpose(-2, -1)"),
-        ("scale_d_k", "÷d_k"),
-        ("no_scale", "not scaled"),
-        ("scale_multiplied", "MULTIPLIES"),
-        ("scale_d_model", "d_model"),
-        ("scale_length", "÷√L"),
-        ("scale_heads", "√H"),
-        ("softmax_dim", "dim=-2"),
-        ("reshape_not_transpose", "reshape"),
-        ("transpose_1_2", "transpose(1, 2)"),
-        ("dot_T", ".T"),
-        ("scores_transposed", "K Qᵀ"),
-        ("mask_not_applied", "not in place"),
-        ("mask_inverted", "True = may attend"),
-        ("additive_mask_as_keep", "add it to the scores"),
-        ("mask_fill_zero", "exp(0) = 1"),
-        ("uniform_rows", "-1e9"),
-        ("nan_rows", "NaN"),
-        ("dropout_on", "model.eval()"),
-    ],
-)
-def test_messages_name_the_cause_and_the_fix(code, words):
-    assert words in diagnose(**BAD[code]).get(code).message
 
 
 def test_other_triggers_of_the_same_codes():
@@ -372,7 +370,7 @@ def _random_case(rng: torch.Generator) -> dict:
 
 def test_never_raises_on_random_tensors():
     rng = torch.Generator().manual_seed(0)
-    for seed in range(200):
+    for seed in range(60):
         kwargs = _random_case(rng)
         try:
             text = str(diagnosis := diagnose(**kwargs))
