@@ -192,6 +192,11 @@ class LabServer:
         params = [f"{k}={v}" if v else k for k, v in query.items()] + [f"token={self.token}"]
         return f"{self.base_url}/{path}?{'&'.join(params)}"
 
+    def get_json(self, path: str) -> dict:
+        """GET an API path of the server ("lab/api/translations/zh_CN"), as JSON."""
+        with urllib.request.urlopen(self.url(path), timeout=30) as response:
+            return json.loads(response.read())
+
     def new_session(self, notebook: str, kernel_id: str | None = None) -> str:
         """Create the notebook's session, as JupyterLab does when it opens the notebook: with a
         new kernel, or with the running kernel ``kernel_id`` (JupyterLab's "use the kernel of
@@ -677,16 +682,20 @@ class NotebookPage:
         self.page.locator(".lm-MenuBar-item", has_text=re.compile("^(Run|运行)$")).click()
         self.page.locator('.lm-Menu [data-command="runmenu:run-all"]').click()
 
-    def set_interface_language(self, locale: str, timeout_ms: float = 60_000) -> None:
-        """Settings > Language > the language pack ``locale`` (e.g. "zh_CN"), then "Change and
-        reload" in the dialog that follows; returns once JupyterLab has loaded again."""
+    def language_menu(self) -> list[tuple[str, str]]:
+        """Open Settings > Language and read its items: (label, command) each, the command of a
+        language pack being "jupyterlab-translation:<locale>"; then close the menus."""
         menu_bar = self.page.locator(".lm-MenuBar-item")
         menu_bar.filter(has_text=re.compile("^(Settings|设置)$")).click()
         self.page.locator(".lm-Menu-itemLabel", has_text=re.compile("^(Language|语言)$")).click()
-        self.page.locator(f'.lm-Menu-item[data-command="jupyterlab-translation:{locale}"]').click()
-        with self.page.expect_navigation(timeout=timeout_ms):
-            self.page.locator(".jp-Dialog .jp-mod-accept").click()
-        self.page.locator("#filebrowser").wait_for(timeout=timeout_ms)
+        items = self.page.locator(".lm-Menu").last.locator(".lm-Menu-item[data-command]")
+        items.first.wait_for()
+        found = items.evaluate_all(
+            "(items) => items.map((item) => [item.innerText.trim(), item.dataset.command])"
+        )
+        self.page.keyboard.press("Escape")
+        self.page.keyboard.press("Escape")
+        return [tuple(item) for item in found]
 
     def wait_until_run_finished(self, notebook: OpenNotebook, timeout_ms: float) -> str:
         """Wait until the run has finished or an error output shows.
