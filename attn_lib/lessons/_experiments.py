@@ -116,7 +116,7 @@ def crossover_length(d_model: int, d_k: int | None = None, d_v: int | None = Non
     """The L above which attention's L² work exceeds the projections': L* = d_model·(2 d_k +
     d_v)/(d_k + d_v), 1.5·d_model when d_k = d_v. ShapeError for a width < 1.
 
-    Source: the cost model of :func:`attention_cost`; Vaswani et al. 2017, Table 1.
+    Source: Vaswani et al. 2017, Table 1 (the cost model of :func:`attention_cost`).
     """
     d_model, d_k, d_v = _widths(d_model, d_k, d_v)
     return d_model * (2 * d_k + d_v) / (d_k + d_v)
