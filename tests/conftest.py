@@ -72,6 +72,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     """Leave what is alive once the tests are collected (torch, matplotlib, the lessons, the
     test modules: ~280,000 objects) out of the garbage collector's full passes: they live
-    until the end anyway, and each full pass over them costs ~0.1 s of CPU (14 in a run of
-    the unit tests, ~1.5 s per worker). Cycles made later are collected as before."""
+    until the end anyway, and a full pass over them costs ~0.14 s of CPU (a run of the unit
+    tests makes 14; frozen, the run took 1.5-2.5 CPU-s less, exit included). Cycles made
+    later are collected as before."""
     gc.freeze()
