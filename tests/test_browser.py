@@ -44,6 +44,7 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -323,13 +324,18 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
         # Playwright's driver and Chromium's processes.
         t_stop = time.monotonic()
         started = [p for p in psutil.Process().children(recursive=True) if p.pid not in ours_before]
+        # The server and its kernels stop (SIGTERM to its group and kernels, then SIGKILL)
+        # while Chromium closes.
+        stopping = ThreadPoolExecutor(max_workers=1)
+        server_stopped = stopping.submit(server.stop)
         try:
             if browser is not None:
                 browser.close()
             if playwright is not None:
                 playwright.stop()
         finally:
-            leftovers = server.stop()  # SIGTERM to its group and kernels, then SIGKILL
+            leftovers = server_stopped.result()
+            stopping.shutdown()
             _, alive = psutil.wait_procs(started, timeout=10)
             for p in alive:
                 with contextlib.suppress(psutil.Error):
