@@ -72,16 +72,11 @@ def masked_softmax_with(*, fill=None, invert=False, zero_rows=True, ignore=False
     return learner
 
 
-def not_written(*args):
-    raise NotImplementedError
-
-
 @pytest.mark.parametrize(
     ("learner", "mistake"),
     [
         (solution_masked_softmax, None),
         (lambda s, k: s.masked_fill(~k, -math.inf).softmax(-1).nan_to_num(0.0), None),
-        (not_written, "not_written"),
         (masked_softmax_with(invert=True), "mask_inverted"),
         (masked_softmax_with(invert=True, fill=-math.inf, zero_rows=False), "mask_inverted"),
         (masked_softmax_with(fill=0.0), "mask_fill_zero"),
@@ -153,7 +148,6 @@ def test_check_batch_mask_names_each_mistake(mistake, code):
 
 def test_check_batch_mask_other_answers():
     assert check_batch_mask(solution_batch_mask, verbose=False)
-    assert check_batch_mask(not_written, verbose=False).mistake == "not_written"
 
     def full(lengths, causal):  # (B, L, L) in both cases is fine too
         L = int(lengths.max())
