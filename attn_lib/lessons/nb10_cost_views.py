@@ -128,7 +128,9 @@ class WalkView:
         self.out_title.set_text(f"acc / l: largest gap {gap:.4f}")
 
 
-_HANDLES = [Patch(color=_DONE, label="blocks done"), Patch(color=_NOW, label="this block"),
+def _legend_handles() -> list:
+    """The walk's legend entries; built per figure (the mathtext marker costs 0.16 s at import)."""
+    return [Patch(color=_DONE, label="blocks done"), Patch(color=_NOW, label="this block"),
             Patch(facecolor=_LATER, edgecolor="0.5", label="blocks to come"),
             Line2D([], [], color=_MAX, linewidth=2, label="running max m"),
             Line2D([], [], color="black", linewidth=2, label="final output"),
@@ -150,7 +152,8 @@ def plot_walk_gallery(walk: OnlineSoftmaxWalk) -> Figure:
     axes[1, 0].set_ylabel("running output")
     fig.suptitle(f"The online softmax, blocks of {walk.block_size} keys: the running max m "
                  f"(red) and the running output reaching the final one")  # fmt: skip
-    fig.legend(handles=_HANDLES, loc="lower center", ncol=len(_HANDLES), fontsize=8,
+    handles = _legend_handles()
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
                bbox_to_anchor=(0.5, -0.04))  # fmt: skip
     return fig
 
@@ -182,7 +185,8 @@ class OnlineSoftmaxDashboard(Dashboard):
         self.view = WalkView(ax_scores, ax_out, fontsize=10)
         ax_scores.set_ylabel("scaled score q·k_j / √d_k")
         ax_out.set_ylabel("running output")
-        figure.legend(handles=_HANDLES, loc="lower center", ncol=len(_HANDLES), fontsize=10)
+        handles = _legend_handles()
+        figure.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=10)
         self.view.update(self.walk, step - 1)
         self._renderer = BlitRenderer(figure, self.view.dynamic_artists)
         super().__init__(controls, figure)
