@@ -58,9 +58,11 @@ def main(argv: list[str]) -> int:
     big = [f"{p.relative_to(ROOT)} {lines(p)}" for p in modules if lines(p) > MODULE_LINES]
     ok &= total <= WORDS_TOTAL and library <= LIBRARY_LINES and not big
     print(f"\nwords 00-10: {total} (budget {WORDS_TOTAL})")
-    print(f"attn_lib: {library} lines (budget {LIBRARY_LINES}); "
-          f"top level {sum(lines(p) for p in (ROOT / 'attn_lib').glob('*.py'))}, "
-          f"lessons/_* {sum(lines(p) for p in (ROOT / 'attn_lib' / 'lessons').glob('_*.py'))}")
+    print(
+        f"attn_lib: {library} lines (budget {LIBRARY_LINES}); "
+        f"top level {sum(lines(p) for p in (ROOT / 'attn_lib').glob('*.py'))}, "
+        f"lessons/_* {sum(lines(p) for p in (ROOT / 'attn_lib' / 'lessons').glob('_*.py'))}"
+    )
     print(f"modules over {MODULE_LINES} lines: {', '.join(big) or 'none'}")
     return 0 if ok else 1
 

@@ -80,7 +80,9 @@ def fingerprint_under(config: dict[str, str] | None) -> dict[str, str]:
     out = subprocess.run(
         [sys.executable, "-c", code],
         env=environment(config) | {"PYTHONPATH": str(REPO / "tools")},
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout)
 

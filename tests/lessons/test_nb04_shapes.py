@@ -60,8 +60,12 @@ def test_table_text_title_and_letters():
     assert lines[0].split() == ["step", "computed", "as", "shape", "sizes"]
     assert lines[-1].split() == ["output", "weights", "V", "(B,", "L_q,", "d_v)", "(2,", "7,", "4)"]
     assert table.title == "cross-attention: B = 2, L_q = 7, L_k = 8, d_model = 10, d_k = 6, d_v = 4"
-    assert shape_table(None, 3, None, 4, 2, 2).title.startswith("self-attention: no batch dim, L = 3")
-    assert [r.symbols for r in shape_table(None, 3, 9, 4, 2, 2).rows][-3:] == ["(L, L)"] * 2 + ["(L, d_v)"]
+    assert shape_table(None, 3, None, 4, 2, 2).title.startswith(
+        "self-attention: no batch dim, L = 3"
+    )
+    assert [r.symbols for r in shape_table(None, 3, 9, 4, 2, 2).rows][-3:] == ["(L, L)"] * 2 + [
+        "(L, d_v)"
+    ]
     assert shape_table(2, 7, 3, 10, 6, 4) == shape_table(2, 7, None, 10, 6, 4)  # L_k ignored
     with pytest.raises(KeyError):
         shape_table(1, 3, None, 4, 2, 2).shape("context")

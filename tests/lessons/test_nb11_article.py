@@ -53,8 +53,10 @@ def test_the_table_has_twenty_claims_and_the_key_results_count_them():
     verdicts = [re.search(r"\*\*(right|wrong|qualified)\*\*", r).group(1) for r in rows]
     counts = {v: verdicts.count(v) for v in ("right", "qualified", "wrong")}
     first = nbformat.read(NOTEBOOK, as_version=4).cells[0].source
-    assert (f"{counts['right']} are right, {counts['qualified']} are qualified" in " ".join(
-        first.split())) and f"{counts['wrong']} are wrong" in first
+    assert (
+        f"{counts['right']} are right, {counts['qualified']} are qualified"
+        in " ".join(first.split())
+    ) and f"{counts['wrong']} are wrong" in first
     for row in rows:  # a Chinese quote, and a link to the notebook that shows it
         assert re.search(r"[\u4e00-\u9fff]", row)
         target = re.search(r"\]\((\d\d_[a-z_]+\.ipynb)", row).group(1)
