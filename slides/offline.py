@@ -17,3 +17,10 @@ c = get_config()  # noqa: F821 - traitlets defines get_config() for the files it
 c.SlidesExporter.template_name = "reveal-offline"
 c.SlidesExporter.extra_template_basedirs = [str(HERE)]  # finds reveal-offline/
 c.SlidesExporter.extra_template_paths = [str(HERE / "vendor")]  # the files it writes in
+
+# A 16:9 slide on which the notebooks' longest code lines fit, and slides taller than the
+# screen scroll instead of being cut off at the bottom (a teacher who copies the command as
+# written gets a usable deck; override on the command line, e.g. --SlidesExporter.reveal_scroll=False).
+c.SlidesExporter.reveal_width = "1280"
+c.SlidesExporter.reveal_height = "720"
+c.SlidesExporter.reveal_scroll = True

@@ -20,7 +20,8 @@ first that matches wins):
 2. **Hidden solutions** (tag ``solution``) are "skip": a slide must not give the answer away.
 3. **Title.** The first cell is a "slide": the title slide.
 4. **Setup** is "skip": a code cell tagged ``setup``, or a code cell without outputs whose every
-   statement is an import, a line magic (a cell magic such as ``%%bash`` is not setup), or a call that only configures the session
+   statement is an import, an alias (``fmt = attn_lib.fmt_values``), a line magic (a cell magic
+   such as ``%%bash`` is not setup), or a call that only configures the session
    (``torch.set_printoptions``, ``torch.set_grad_enabled``, ``torch.manual_seed``,
    ``warnings.filterwarnings``, ... see ``SETUP_CALLS``). Empty cells are "skip" too.
 5. **Headings.** A markdown cell with a ``#`` or ``##`` heading starts a "slide" (one per
@@ -180,6 +181,14 @@ def dotted_name(node: ast.AST) -> str | None:
 
 def is_setup_statement(node: ast.stmt) -> bool:
     if isinstance(node, ast.Import | ast.ImportFrom):
+        return True
+    if (  # an alias: `fmt = attn_lib.fmt_values`
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Attribute)
+        and dotted_name(node.value) is not None
+    ):
         return True
     value = None
     if isinstance(node, ast.Expr):
