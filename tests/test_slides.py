@@ -142,6 +142,8 @@ def test_setup_is_only_imports_and_configuration():
 
     assert setup("import torch\ntorch.set_printoptions(precision=4)\n_ = torch.manual_seed(0)")
     assert not setup("import torch\nx = torch.zeros(3)")  # computes something
+    assert setup("import attn_lib\nfmt = attn_lib.fmt_values")  # an alias
+    assert not setup("import attn_lib\nfmt = attn_lib.fmt_values(1.0)")  # a call
     assert not setup("import sys\nprint(sys.version)", [stream("3.11\n")])  # the reader sees it
     assert not setup("!pip install torch")  # not Python
     assert not setup("%%bash\nimport this_is_bash")  # a cell magic's body is not Python
