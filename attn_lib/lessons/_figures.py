@@ -88,6 +88,9 @@ _MASK_LEGEND = f"grey {MASKED_MARK} = masked (blocked): its weight should be 0"
 _VISIBLE_WEIGHT = 0.005  # a masked cell with at least this weight shows it: "× 0.25"
 _TEXT_DARK_BELOW = 0.6
 _CBAR_TICKS = [0.0, 0.25, 0.5, 0.75, 1.0]  # viridis is dark below ~0.6: write white numbers there
+# A static figure at most this wide (inches; 100 dpi inline, tight bbox) fits JupyterLab's
+# notebook column (~848 px at 1280×800 with the file browser open) without being scaled down.
+MAX_FIGURE_WIDTH = 8.2
 
 
 def _weights_colorbar(
@@ -280,30 +283,40 @@ def plot_attention_gallery(
     suptitle: str | None = None,
     key_labels: Sequence[Sequence[str] | None] | None = None,
     panel_size: float = 3.3,
+    ncols: int | None = None,
 ) -> Figure:
-    """Heatmaps side by side on one 0–1 scale and colorbar: panels are (weights (L_q, L_k),
-    keep or None, title); key_labels, per panel, tick labels or None; panel_size in inches."""
+    """Heatmaps in rows on one 0–1 scale and colorbar: panels are (weights (L_q, L_k), keep or
+    None, title); key_labels, per panel, tick labels or None; panel_size in inches; ncols panels
+    a row, by default as many as fit in ``MAX_FIGURE_WIDTH`` inches (the notebook column)."""
     n = len(panels)
     key_labels = [None] * n if key_labels is None else key_labels
+    if ncols is None:
+        ncols = max(1, min(n, int((MAX_FIGURE_WIDTH - 1.0) // panel_size)))
+    nrows = -(-n // ncols)
     fig, axes = plt.subplots(
-        1, n, figsize=(panel_size * n + 1.0, panel_size + 1.0), layout="constrained", squeeze=False
+        nrows,
+        ncols,
+        figsize=(panel_size * ncols + 1.0, (panel_size + 0.5) * nrows + 0.5),
+        layout="constrained",
+        squeeze=False,
     )
+    flat = list(axes.flat)
     drawn = []
-    for ax, (weights, keep, title), labels in zip(axes[0], panels, key_labels, strict=True):
+    for index, ((weights, keep, title), labels) in enumerate(zip(panels, key_labels, strict=True)):
+        ax = flat[index]
         drawn.append(
             draw_attention_heatmap(
-                ax,
-                weights,
-                keep,
-                title=title,
-                key_labels=labels,
-                colorbar=False,
+                ax, weights, keep, title=title, key_labels=labels, colorbar=False,
                 mask_legend=False,
             )
-        )
-        if ax is not axes[0][0]:
+        )  # fmt: skip
+        if index % ncols:
             ax.set_ylabel("")
-    _weights_colorbar(fig, drawn[0].image, list(axes[0]))
+        if index + ncols < n:  # a panel below carries the x label
+            ax.set_xlabel("")
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    _weights_colorbar(fig, drawn[0].image, flat, fraction=0.03)
     if any(keep is not None and not bool(torch.as_tensor(keep).all()) for _, keep, _ in panels):
         add_mask_legend(fig)
     if suptitle:
