@@ -6,7 +6,7 @@ statically at three temperatures, then live.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,17 +20,18 @@ from ._figures import BlitRenderer, _weight_color, freeze_layout, new_figure
 from .nb00_start import CHECK_SCORES
 
 LABELS = tuple(f"key {j}\nscore {s:g}" for j, s in enumerate(CHECK_SCORES))
+KEY_LABELS = tuple(f"key {j}" for j in range(len(CHECK_SCORES)))  # the gallery: scores in its title
 TEMPERATURES = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)  # the slider's values
 
 
 class _Bars:
     """One row of weights (L_k,) as bars coloured by weight on a fixed 0–1 axis."""
 
-    def __init__(self, ax: Axes, ylabel: bool = True) -> None:
-        x = np.arange(len(LABELS))
+    def __init__(self, ax: Axes, ylabel: bool = True, labels: Sequence[str] = LABELS) -> None:
+        x = np.arange(len(labels))
         self.ax, self.bars = ax, ax.bar(x, np.zeros(len(x)), width=0.65, edgecolor="0.3")
         self.texts = [ax.text(i, 0.0, "", ha="center", va="bottom") for i in x]
-        ax.set_xticks(x, LABELS)
+        ax.set_xticks(x, labels)
         ax.set_ylim(0.0, 1.12)
         ax.set_yticks([0.0, 0.25, 0.5, 0.75, 1.0])
         if ylabel:
@@ -47,12 +48,13 @@ class _Bars:
 
 def plot_weights_gallery(weights: Mapping[float, torch.Tensor]) -> Figure:
     """The widget check's bars, one panel per temperature T: {T: weights (L_k,)}."""
-    fig, axes = plt.subplots(
-        1, len(weights), figsize=(3.5 * len(weights), 2.8), layout="constrained"
+    fig, axes = plt.subplots(  # 2.7 in a panel: three fit the notebook's 840 px at 100 dpi
+        1, len(weights), figsize=(2.7 * len(weights), 2.8), layout="constrained", sharey=True
     )
     for i, (ax, (T, w)) in enumerate(zip(np.atleast_1d(axes), weights.items(), strict=True)):
-        _Bars(ax, ylabel=i == 0).show(w, f"T = {T:g}")
-    fig.suptitle("What the widget check draws: softmax(scores / T)")
+        _Bars(ax, ylabel=i == 0, labels=KEY_LABELS).show(w, f"T = {T:g}")
+    scores = ", ".join(f"{s:g}" for s in CHECK_SCORES)
+    fig.suptitle(f"What the widget check draws: softmax(scores / T) for key scores {scores}")
     return fig
 
 
