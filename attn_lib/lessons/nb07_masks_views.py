@@ -38,7 +38,7 @@ NAN_COLOR = (0.84, 0.15, 0.16, 1.0)  # red, not a colour viridis uses: a NaN wei
 def plot_keep_masks(panels: Sequence[tuple[torch.Tensor, str]], *, suptitle: str) -> Figure:
     """Keep-masks (L_q, L_k) side by side, one (keep, title) per panel: white where a query may
     attend, grey "×" where blocked; queries on y, keys on x (end the cell with plt.show())."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.5),
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels) + 0.2, 3.2),
                              layout="constrained", squeeze=False)  # fmt: skip
     for ax, (keep, title) in zip(axes[0], panels, strict=True):
         k = np.asarray(keep, dtype=bool)
@@ -51,31 +51,41 @@ def plot_keep_masks(panels: Sequence[tuple[torch.Tensor, str]], *, suptitle: str
         ax.set_yticks(np.arange(k.shape[0] + 1) - 0.5, minor=True)
         ax.grid(which="minor", color="0.55", linewidth=0.6)
         ax.tick_params(which="both", length=0)
-        ax.set(xticks=range(k.shape[1]), yticks=range(k.shape[0]), xlabel="key position j",
-               ylabel="query position i")  # fmt: skip
+        ax.set(xticks=range(k.shape[1]), yticks=range(k.shape[0]), xlabel="key position j")
         ax.set_title(title, fontsize=10)
+    axes[0][0].set_ylabel("query position i")
     fig.suptitle(suptitle)
     return fig
 
 
 class MaskPanels:
-    """A row of n masked-weight heatmaps (L, L) on one 0–1 scale, updatable in place.
+    """n masked-weight heatmaps (L, L), ``ncols`` a row (default all), on one 0–1 scale,
+    updatable in place.
 
     Queries on y, keys on x; masked cells grey "×", a leak (a masked cell with weight) its
     colour and "×", NaN red. With ``annotate`` every cell is written (static figures), else
     the "×" are markers, much faster to draw (the dashboard). Source: article section 4.1.
     """
 
-    def __init__(self, fig: Figure, n: int, L: int, *, annotate: bool = True) -> None:
-        self.axes = fig.subplots(1, n, squeeze=False)[0]
+    def __init__(
+        self, fig: Figure, n: int, L: int, *, annotate: bool = True, ncols: int | None = None
+    ) -> None:
+        ncols = n if ncols is None else ncols
+        grid = list(fig.subplots(-(-n // ncols), ncols, squeeze=False).flat)
+        self.axes = grid[:n]
+        for ax in grid[n:]:
+            ax.set_visible(False)
         self.images = [ax.imshow(np.zeros((L, L, 4)), aspect="auto") for ax in self.axes]
         self.texts = [[ax.text(j, i, "", ha="center", va="center") for i in range(L)
                        for j in range(L)] if annotate else [] for ax in self.axes]  # fmt: skip
         self.marks = [ax.scatter([], [], marker="x", s=80, linewidths=1.3) for ax in self.axes]
-        for ax in self.axes:
-            ax.set(xticks=range(L), yticks=range(L), xlabel="key position j (attended to)")
+        for index, ax in enumerate(self.axes):
+            ax.set(xticks=range(L), yticks=range(L))
             ax.tick_params(length=0)
-        self.axes[0].set_ylabel("query position i (attending)")
+            if index + ncols >= n:  # no panel below
+                ax.set_xlabel("key position j (attended to)")
+            if index % ncols == 0:
+                ax.set_ylabel("query position i (attending)")
         mappable = mpl.cm.ScalarMappable(mpl.colors.Normalize(0.0, 1.0), ATTENTION_CMAP)
         _weights_colorbar(fig, mappable, list(self.axes))
         fig.legend(
@@ -125,7 +135,7 @@ class MaskPanels:
                                              light.flat, strict=True):  # fmt: skip
                 grey = b and not lk
                 label = f"{MASKED_MARK}\n{x:.2f}" if lk else MASKED_MARK if b else f"{x:.2f}"
-                text.set(text="NaN" if n else label, fontsize=8 if lk else 13 if grey else 10,
+                text.set(text="NaN" if n else label, fontsize=8 if lk else 13 if grey else 9,
                          color="0.3" if grey else "black" if lt or n else "white")  # fmt: skip
         wrapped = "\n".join(textwrap.wrap(error or "", width=84))
         self.error_text.set_text(f"PyTorch refused this setting:\n\n{wrapped}")
@@ -150,18 +160,19 @@ def _panel_title(head: str, result: MaskSetting, b: int) -> str:
 
 def plot_mask_setting(result: MaskSetting) -> Figure:
     """One mask-dashboard setting, as the dashboard draws it (end the cell with plt.show())."""
-    fig = plt.figure(figsize=(10.5, 4.6), layout="constrained")
+    fig = plt.figure(figsize=(8.2, 4.1), layout="constrained")  # 100 dpi inline: fits 840 px
     MaskPanels(fig, len(result.lengths), MASK_DEMO_L).show(result)
     return fig
 
 
 def plot_mask_gallery(results: Sequence[MaskSetting], b: int, labels: Sequence[str], *,
                       suptitle: str) -> Figure:  # fmt: skip
-    """Sequence ``b`` under several settings (none refused), side by side on one 0–1 scale."""
-    fig = plt.figure(figsize=(2.9 * len(results) + 1.0, 4.3), layout="constrained")
+    """Sequence ``b`` under several settings (none refused), two a row on one 0–1 scale."""
+    rows = -(-len(results) // 2)
+    fig = plt.figure(figsize=(7.0, 3.5 * rows + 0.6), layout="constrained")
     panels = [(r.weights[b], r.keep[b], _panel_title(label, r, b))
               for r, label in zip(results, labels, strict=True)]  # fmt: skip
-    MaskPanels(fig, len(results), MASK_DEMO_L).update(panels, suptitle)
+    MaskPanels(fig, len(results), MASK_DEMO_L, ncols=2).update(panels, suptitle)
     return fig
 
 
