@@ -190,20 +190,23 @@ class ShapeView:
 
 @_closes_figures_on_error
 def plot_shapes(t: ShapeTable) -> Figure:
-    """:class:`ShapeView` of one setting in a new pyplot figure. Source: article section 2.3."""
-    fig = plt.figure()
+    """:class:`ShapeView` of one setting in a new pyplot figure, at the dashboard's 72 dpi (10.7
+    inches: 770 px, within the notebook column; 10 pt text is 10 px). Source: article section 2.3."""
+    fig = plt.figure(dpi=72)
     ShapeView(fig).update(t)
     return fig
 
 
 @_closes_figures_on_error
 def plot_shape_gallery(tables: Sequence[ShapeTable], *, suptitle: str) -> Figure:
-    """The attention of several settings side by side, boxes to one scale (pyplot figure)."""
+    """The attention of several settings one under the other, boxes to one scale (pyplot
+    figure, 7 inches wide)."""
     width, height = 4 * _SLOT + 2 * _GAP + _ARROW, 2 * _ROW
-    col = width * _SCALE + 0.4
-    fig = plt.figure(figsize=(w := col * len(tables) + 0.15, h := height * _SCALE + 0.9))
+    row = height * _SCALE + 0.55  # inches: the drawing and its two-line title
+    fig = plt.figure(figsize=(w := width * _SCALE + 0.3, h := row * len(tables) + 0.35))
     for n, t in enumerate(tables):
-        ax = fig.add_axes(((0.15 + n * col) / w, 0, width * _SCALE / w, height * _SCALE / h))
+        bottom = h - 0.35 - (n + 1) * row
+        ax = fig.add_axes((0.15 / w, bottom / h, width * _SCALE / w, height * _SCALE / h))
         ax.set_xlim(-0.5, width)
         ax.set_ylim(height, -0.5)
         ax.set_axis_off()
