@@ -89,7 +89,8 @@ class RetrievalView:
 def plot_retrievals(query: torch.Tensor, temperatures: Sequence[float]) -> Figure:
     """One row of :class:`RetrievalView` per temperature, for one query (d_k,)."""
     lib = lesson.library_books()
-    fig = plt.figure(figsize=(11.0, 3.6 * len(temperatures)), layout="constrained")
+    # the dashboard's layout and scale (dpi 80): three panels a row fit the notebook's 840 px
+    fig = plt.figure(figsize=(10.3, 3.6 * len(temperatures)), dpi=80, layout="constrained")
     for sub, T in zip(
         np.atleast_1d(fig.subfigures(len(temperatures), 1)), temperatures, strict=True
     ):
@@ -148,7 +149,7 @@ def plot_heatmaps(
     """Heatmaps on one 0–1 scale, row by row: (weights (L_q, L_k), queries, keys, title) each."""
     cols = -(-len(panels) // rows)
     fig, axes = plt.subplots(
-        rows, cols, figsize=(4.6 * cols + 1.0, 3.6 * rows + 0.6),
+        rows, cols, figsize=(3.6 * cols + 0.9, 3.3 * rows + 0.6),  # ≤ 840 px with 2 columns
         layout="constrained", squeeze=False,
     )  # fmt: skip
     for ax, (weights, queries, keys, title) in zip(axes.flat, panels, strict=True):
