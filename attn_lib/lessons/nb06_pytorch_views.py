@@ -211,10 +211,11 @@ class PanelRenderer:
 
 
 @_closes_figures_on_error
-def plot_convention_gallery(results: Sequence[ConventionResult], width: float = 10.5) -> Figure:
+def plot_convention_gallery(results: Sequence[ConventionResult], width: float = 10.3) -> Figure:
     """Settings of :func:`nb06_pytorch.convention_setting`, one row of four panels each (a
-    pyplot figure: end the cell with ``plt.show()``)."""
-    fig = plt.figure(figsize=(width, 4.6 * len(results)), layout="constrained")
+    pyplot figure: end the cell with ``plt.show()``), at the dashboard's 80 dpi: 10.3 inches
+    fit the notebook column (about 830 px) and its smallest text, 9 pt, is 10 px."""
+    fig = plt.figure(figsize=(width, 4.6 * len(results)), dpi=80, layout="constrained")
     rows = fig.subfigures(len(results), 1, hspace=0.04) if len(results) > 1 else [fig]
     for row, result in zip(rows, results, strict=True):
         ConventionView(row).update(result)
