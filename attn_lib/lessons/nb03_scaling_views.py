@@ -112,13 +112,16 @@ def plot_saturation_curves(
     Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
     """
     chosen = {s: curves[s] for s in (scalings or curves)}
-    fig = plt.figure(figsize=(3.9 * len(stats), 3.8))
+    fig = plt.figure(figsize=(min(3.9 * len(stats), 8.25), 3.8))  # ≤ 840 px at 100 dpi
     axes = _axes_row(fig, len(stats), top=0.84, bottom=0.27)
     log_axes = [ax for ax, stat in zip(axes, stats, strict=True) if _STATS[stat][2] is None]
     for ax in log_axes[1:]:
         ax.sharey(log_axes[0])
     for ax, stat in zip(axes, stats, strict=True):
         lines = draw_curves(ax, chosen, stat)
+    for ax in log_axes[1:]:  # the shared scale is labelled once
+        ax.set_ylabel("")
+        ax.tick_params(labelleft=False)
     fig.legend(handles=list(lines.values()), loc="lower center", ncols=len(lines),
                frameon=False, title="scores divided by")  # fmt: skip
     first = next(iter(chosen.values()))
