@@ -82,10 +82,13 @@ def _overflow_legend(fig: Figure) -> None:
 
 
 def plot_overflow_gallery(results: Sequence[lesson.SoftmaxOverflow], suptitle: str) -> Figure:
-    """Naive softmax against the max trick for several settings, side by side (pyplot)."""
-    fig, axes = plt.subplots(1, len(results), figsize=(3.0 * len(results) + 0.4, 3.7),
+    """Naive softmax against the max trick for several settings, two a row (pyplot)."""
+    rows, cols = -(-len(results) // 2), min(len(results), 2)  # two 4.1 in panels: ≤ 840 px
+    fig, axes = plt.subplots(rows, cols, figsize=(4.1 * cols, 2.9 * rows + 0.7),
                              layout="constrained", sharey=True, squeeze=False)  # fmt: skip
-    for ax, result in zip(axes[0], results, strict=True):
+    for ax in axes.flat[len(results) :]:
+        ax.set_visible(False)
+    for ax, result in zip(axes.flat, results, strict=False):
         OverflowPanel(ax).update(result)
         ax.label_outer()  # the y label once, on the left
     _overflow_legend(fig)
@@ -142,7 +145,7 @@ class DropoutView:
 
 def plot_dropout_gallery(settings: Sequence[lesson.DropoutSetting]) -> Figure:
     """Several dropout settings, one above the other (pyplot)."""
-    fig = plt.figure(figsize=(8.4, 3.5 * len(settings)), layout="constrained")
+    fig = plt.figure(figsize=(8.2, 3.5 * len(settings)), layout="constrained")  # ≤ 840 px
     for subfig, setting in zip(fig.subfigures(len(settings), 1), settings, strict=True):
         DropoutView(subfig).update(setting)
     return fig
