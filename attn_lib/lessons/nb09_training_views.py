@@ -38,7 +38,7 @@ _LOSS_TOP = 2.0  # the loss axes' top: a smoothed loss above it is drawn at it
 
 
 @_closes_figures_on_error
-def plot_retrieval_task(keys, query, values, target: int, *, figsize=(11.0, 4.2)) -> Figure:
+def plot_retrieval_task(keys, query, values, target: int, *, figsize=(8.4, 4.2)) -> Figure:
     """One task: keys (L, d_model) with the query (d_model,) below, their dot products, values
     (L, d_v) with the target row outlined."""
     k, q, v = _to_numpy(keys), _to_numpy(query), _to_numpy(values)
@@ -50,16 +50,18 @@ def plot_retrieval_task(keys, query, values, target: int, *, figsize=(11.0, 4.2)
     image = ax_k.imshow(np.vstack([k, q]), cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
     ax_k.axhline(L - 0.5, color="black", linewidth=3)
     ax_k.set_yticks(range(L + 1), [f"key {i}" for i in range(L)] + ["query"])
-    ax_k.set(title=f"key contents; the query copies key {target}",
-             xlabel="feature (0 … d_model − 1)")  # fmt: skip
+    ax_k.set_title(f"key contents; the query\ncopies key {target}", fontsize=10)
+    ax_k.set_xlabel("feature (0 … d_model − 1)")
     ax_d.barh(range(L), k @ q, color=["0.25" if i == target else "0.7" for i in range(L)])
     ax_d.axvline(0.0, color="black", linewidth=0.8)
     ax_d.set_ylim(L - 0.5, -0.5)
     ax_d.set_yticks(range(L), [f"key {i}" for i in range(L)])
-    ax_d.set(title="similarity to the query\n(dark: the copied key)", xlabel="query · key")
+    ax_d.set_title("similarity to the query\n(dark: the copied key)", fontsize=10)
+    ax_d.set_xlabel("query · key")
     ax_v.imshow(v, cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
     ax_v.set_yticks(range(L), [f"value {i}" for i in range(L)])
-    ax_v.set(title=f"values: the target is value {target}", xlabel="entry (0 … d_v − 1)")
+    ax_v.set_title(f"values: the target\nis value {target}", fontsize=10)
+    ax_v.set_xlabel("entry (0 … d_v − 1)")
     for ax in (ax_k, ax_v):
         ax.add_patch(Rectangle((-0.5, target - 0.5), k.shape[1], 1.0, fill=False, linewidth=2.5))
     fig.colorbar(image, cax=ax_v.inset_axes([1.04, 0, 0.05, 1])).set_label("entry (signed)")
