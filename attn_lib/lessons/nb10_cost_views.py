@@ -45,7 +45,7 @@ def plot_memory_vs_length(
 ) -> Figure:
     """Bytes each method of MEMORY_METHODS holds at once (``table``, from
     peak_intermediate_bytes) against L, log-log, labelled with its slope over L ≥ min_length."""
-    fig = plt.figure(figsize=(8.6, 4.4))
+    fig = plt.figure(figsize=(8.2, 4.4))  # ≤ 840 px at 100 dpi
     ax = fig.add_axes((0.1, 0.12, 0.88, 0.8))
     long = [i for i, n in enumerate(lengths) if n >= min_length]
     for name, nbytes in table.items():
@@ -140,21 +140,29 @@ def _legend_handles() -> list:
 
 @_closes_figures_on_error
 def plot_walk_gallery(walk: OnlineSoftmaxWalk) -> Figure:
-    """Every step of ``walk`` side by side (at most 8): scores and running max above, the
+    """Every step of ``walk`` (at most 8), two a row: scores and running max above, the
     running output against the final one below."""
     n = min(len(walk.states), 8)
-    fig, axes = plt.subplots(2, n, figsize=(2.9 * n, 4.8), squeeze=False, height_ratios=[1.3, 1.0],
-                             gridspec_kw={"hspace": 0.55, "wspace": 0.45, "top": 0.84, "left": 0.05,
-                                          "right": 0.99})  # fmt: skip
+    rows, cols = -(-n // 2), min(n, 2)  # two 4.1 in steps a row: ≤ 840 px at 100 dpi
+    height = 4.2 * rows + 1.2  # inches: a step's two axes, the titles above, the legend below
+    fig, axes = plt.subplots(2 * rows, cols, figsize=(8.2, height), squeeze=False,
+                             height_ratios=[1.3, 1.0] * rows,
+                             gridspec_kw={"hspace": 0.6, "wspace": 0.25, "top": 1 - 1.05 / height,
+                                          "bottom": 0.95 / height, "left": 0.08, "right": 0.99})  # fmt: skip
     for step in range(n):
-        WalkView(axes[0, step], axes[1, step], fontsize=8).update(walk, step)
-    axes[0, 0].set_ylabel("scaled score")
-    axes[1, 0].set_ylabel("running output")
+        row, col = divmod(step, cols)
+        WalkView(axes[2 * row, col], axes[2 * row + 1, col], fontsize=8).update(walk, step)
+    if n % cols:  # an odd count: the last row's second step is empty
+        axes[-2, -1].set_visible(False)
+        axes[-1, -1].set_visible(False)
+    for row in range(rows):
+        axes[2 * row, 0].set_ylabel("scaled score")
+        axes[2 * row + 1, 0].set_ylabel("running output")
     fig.suptitle(f"The online softmax, blocks of {walk.block_size} keys: the running max m "
-                 f"(red) and the running output reaching the final one")  # fmt: skip
+                 f"(red)\nand the running output reaching the final one")  # fmt: skip
     handles = _legend_handles()
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
-               bbox_to_anchor=(0.5, -0.04))  # fmt: skip
+               bbox_to_anchor=(0.5, 0.0))  # fmt: skip
     return fig
 
 
