@@ -134,3 +134,16 @@ def test_every_plot_function_closes_its_figure_when_it_raises():
     assert {"plot_attention", "plot_attention_gallery"} <= set(plots)
     unguarded = [name for name, fn in plots.items() if not hasattr(fn, "__wrapped__")]
     assert not unguarded, f"plot functions that would leak a figure when they raise: {unguarded}"
+
+
+def test_gallery_wraps_to_fit_the_notebook_column():
+    w, keep = weights_4x4(masked=True)
+    fig = _figures.plot_attention_gallery([(w, keep, str(n)) for n in range(5)], panel_size=2.9)
+    try:
+        assert fig.get_figwidth() <= _figures.MAX_FIGURE_WIDTH  # ≤ 840 px at 100 dpi
+        shown = [ax for ax in fig.axes[:-1] if ax.get_visible()]  # the last axes: the colorbar
+        assert len(shown) == 5 and len(fig.axes) - 1 == 6  # 2 a row, 3 rows, one axes hidden
+        assert [bool(ax.get_xlabel()) for ax in shown] == [False, False, False, True, True]
+        assert [bool(ax.get_ylabel()) for ax in shown] == [True, False, True, False, True]
+    finally:
+        plt.close(fig)

@@ -111,6 +111,7 @@ def test_static_figures_write_every_cell():
         r = mask_setting((6, 4, 2), causal=True, padding_side="left", fill="-inf")
         fig = nb07_masks_views.plot_mask_setting(r)
         assert [t.get_text() for t in fig.axes[2].texts].count("NaN") == 4 * 6
+        assert fig.get_figwidth() <= 8.2  # inline, 100 dpi: within the notebook column, 840 px
         plt.close(fig)
 
         settings = [
