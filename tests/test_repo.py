@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_tool
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -272,13 +273,9 @@ def test_requirements_are_exact_pins():
 
 @functools.cache
 def _heading_ids(path: Path) -> set[str]:
-    """JupyterLab's ids for a notebook's headings: the heading's text, spaces as '-'."""
-    ids = set()
-    for source in markdown_sources(path):
-        for line in source.splitlines():
-            if m := re.match(r"#{1,6} (.+)", line):
-                ids.add(m.group(1).replace("`", "").strip().replace(" ", "-"))
-    return ids
+    """JupyterLab's ids for a notebook's headings (the rule tools/sync_translation.py maps by)."""
+    sync = load_tool("sync_translation")
+    return set(sync.heading_anchors(sync.read(path)).values())
 
 
 # A link to a notebook, with an optional #fragment (which may hold balanced parentheses).

@@ -5,32 +5,19 @@ on notebooks that change (new, removed, reordered and edited cells)."""
 from __future__ import annotations
 
 import copy
-import re
-import sys
-from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import load_tool
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-import sync_translation as sync
-
-ENGLISH = sorted((REPO / "notebooks" / "en").glob("*.ipynb"))
-CJK = re.compile(r"[\u4e00-\u9fff]")
-# Prose in a markdown cell: a word of three or more letters outside code spans and formulas.
-PROSE = re.compile(r"[A-Za-z]{3,}")
-
-
-def _prose(text: str) -> bool:
-    text = re.sub(r"```.*?```|`[^`]*`|\$[^$]*\$|\]\([^)]*\)", " ", text, flags=re.DOTALL)
-    return bool(PROSE.search(text))
+sync = load_tool("sync_translation")
+ENGLISH = sorted(sync.EN.glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("english", ENGLISH, ids=lambda p: p.name)
 def test_the_chinese_notebook_is_built_and_current(english):
     chinese = sync.ZH / english.name
-    assert chinese.exists(), f"no {chinese.relative_to(REPO)}: run tools/sync_translation.py"
+    assert chinese.exists(), f"no {chinese.relative_to(sync.REPO)}: run tools/sync_translation.py"
     built, report = sync.build(sync.read(english), sync.read(chinese), english.name)
     assert not report.unkept, f"{english.name}: zh cells out of step: {report.unkept}"
     assert not report.missing, f"{english.name}: untranslated cells {report.missing}"
@@ -48,8 +35,8 @@ def test_every_translation_is_chinese(english):
     if chinese is None:
         pytest.skip("no Chinese notebook (the test above fails)")
     for en_cell, zh_cell in zip(sync.read(english).cells, chinese.cells, strict=True):
-        if en_cell.cell_type == "markdown" and _prose(en_cell.source):
-            assert CJK.search(zh_cell.source), f"{english.name}, cell {zh_cell.id}: no Chinese"
+        if en_cell.cell_type == "markdown" and sync.has_prose(en_cell.source):
+            assert sync.CJK.search(zh_cell.source), f"{english.name}, cell {zh_cell.id}: no Chinese"
 
 
 # --- the tool on small notebooks ----------------------------------------------------------------

@@ -212,10 +212,15 @@ def _prose(text: str) -> str:
     return re.sub(r"```.*?```|`[^`]*`|\$[^$]*\$|\]\([^)]*\)|<[^>]*>", " ", text, flags=re.DOTALL)
 
 
+def has_prose(text: str) -> bool:
+    """Whether a markdown text has words to translate: three letters in a row outside code."""
+    return re.search(r"[A-Za-z]{3,}", _prose(text)) is not None
+
+
 def still_english(zh_text: str, en_text: str) -> bool:
     """Whether a "translation" of English prose is English: the English text itself, or a run
     of six or more English words outside code, formulas, link targets and HTML tags."""
-    if not re.search(r"[A-Za-z]{3,}", _prose(en_text)):
+    if not has_prose(en_text):
         return False  # nothing to translate (a formula, a table of numbers)
     if LINK.sub("", zh_text).strip() == LINK.sub("", en_text).strip():
         return True
@@ -271,14 +276,14 @@ def build(en, zh, name: str, drop: bool = False):
             report.unkept.append(f"{cell.id} (translates {old_id}, which English no longer has "
                                  f"as markdown: {first!r}; pass --drop to drop it)")  # fmt: skip
     if zh is not None:
-        zh_ids = [translations.get(i, en_by_id[i]).id for i in en_by_id]
-        absent = [
-            i for i in en_by_id if i not in translations and i not in {c.id for c in zh.cells}
-        ]
+        # Where each English cell stands in zh: its translation's cell, or a cell of its own id.
+        place = {c.id: k for k, c in enumerate(zh.cells)}
+        where = {i: place.get(translations[i].id if i in translations else i) for i in en_by_id}
+        absent = [i for i, k in where.items() if k is None]
         if absent:
             report.notes.append("English cells new to zh: " + ", ".join(absent))
-        order = [c.id for c in zh.cells if c.id in set(zh_ids)]
-        if order != [i for i in zh_ids if i in set(order)]:
+        found = [k for k in where.values() if k is not None]
+        if found != sorted(found):
             report.notes.append("the zh cells were in another order; now in the English order")
 
     out = copy.deepcopy(en)
