@@ -1,7 +1,11 @@
 """Shared pytest settings for the unit tests and for the nbval kernels."""
 
+import atexit
 import gc
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +17,20 @@ os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
 os.environ["OMP_NUM_THREADS"] = "1"
 
 
+def _ipython_dir_for_kernels() -> str:
+    """A temporary IPYTHONDIR whose one startup file is tests/kernel_startup.py (it spares each
+    kernel torch's DTensor import, 0.6-0.9 CPU-s; see that file), and no user profile."""
+    folder = Path(tempfile.mkdtemp(prefix="attn-lib-ipython-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    startup = folder / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    shutil.copyfile(Path(__file__).with_name("kernel_startup.py"), startup / "00-tests.py")
+    return str(folder)
+
+
+os.environ["IPYTHONDIR"] = _ipython_dir_for_kernels()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """Tests use tiny tensors: one intra-op thread each avoids oversubscribing the two cores
@@ -20,6 +38,9 @@ def _one_torch_thread():
     competing threads, ~0.06 ms with one)."""
     import torch  # here, not at the top: xdist's controller loads this file and runs no test
 
+    import torch.testing._comparison as comparison
+
+    comparison._HAS_DTENSOR = False  # as in the kernels: see tests/kernel_startup.py
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -134,6 +134,10 @@ def prepare_home(home: Path) -> dict[str, str]:
         path = home / name
         path.mkdir(parents=True, exist_ok=True)
         env[var] = str(path)
+    # The kernels' startup file, as nbval's kernels have it (see tests/kernel_startup.py).
+    startup = Path(env["IPYTHONDIR"], "profile_default", "startup")
+    startup.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(__file__).with_name("kernel_startup.py"), startup / "00-tests.py")
     for plugin, values in LAB_SETTINGS.items():
         package, plugin_name = plugin.split(":")
         target = Path(env["JUPYTERLAB_SETTINGS_DIR"], *package.split("/"))

@@ -296,3 +296,22 @@ def test_links_between_notebooks_resolve(notebook):
             assert fragment in _heading_ids(path), (
                 f"{notebook.name}: no heading #{fragment} in {target}"
             )
+
+
+def test_kernel_startup_turns_off_only_the_dtensor_lookup(monkeypatch):
+    """tests/kernel_startup.py, as the test kernels run it: after a cell, assert_close no longer
+    looks for DTensors, and the notebook's namespace holds nothing new."""
+    import torch.testing._comparison as comparison
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell()
+    try:
+        before = set(shell.user_ns)
+        startup = REPO / "tests" / "kernel_startup.py"
+        shell.safe_execfile(str(startup), shell.user_ns, raise_exceptions=True)
+        monkeypatch.setattr(comparison, "_HAS_DTENSOR", True)
+        assert shell.run_cell("x = 1").success
+        assert comparison._HAS_DTENSOR is False
+        assert {name for name in set(shell.user_ns) - before if not name.startswith("_")} == {"x"}
+    finally:
+        shell.clear_instance()
