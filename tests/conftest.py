@@ -37,7 +37,6 @@ def _one_torch_thread():
     that the xdist workers and the notebook kernels share (a 4×4 softmax took ~12 ms with two
     competing threads, ~0.06 ms with one)."""
     import torch  # here, not at the top: xdist's controller loads this file and runs no test
-
     import torch.testing._comparison as comparison
 
     comparison._HAS_DTENSOR = False  # as in the kernels: see tests/kernel_startup.py
