@@ -273,6 +273,29 @@ def test_root_pins_torch():
     assert "torch" in ROOT.pins, "requirements.txt does not pin torch"
 
 
+TORCH_FIRST = parse_requirements(
+    (REPO / "requirements-torch.txt").read_text(encoding="utf-8"),
+    "requirements-torch.txt",
+    BINDER_PLATFORM,
+)
+
+
+def test_torch_alone_comes_first_with_the_same_pin():
+    """requirements-torch.txt (installed first, --no-deps) pins torch alone, as requirements.txt
+    does, so the second install finds it installed."""
+    assert not TORCH_FIRST.problems, "\n".join(TORCH_FIRST.problems)
+    assert list(TORCH_FIRST.pins) == ["torch"], list(TORCH_FIRST.pins)
+    assert str(TORCH_FIRST.pins["torch"]) == str(ROOT.pins["torch"]) == "torch==2.13.0+cpu"
+
+
+def test_only_the_torch_install_names_a_remote_page():
+    """A --find-links or index URL in requirements.txt would be read, and retried where it
+    cannot be reached, once per package (minutes): only requirements-torch.txt, with torch alone,
+    may name PyTorch's page; the local `-e .` is the only option requirements.txt has."""
+    assert ROOT.options == ["-e ."], ROOT.options
+    assert TORCH_FIRST.options == ["--find-links https://download.pytorch.org/whl/cpu/torch/"]
+
+
 def test_every_root_pin_is_in_binder(binder):
     messages = []
     for name in sorted(ROOT.pins):

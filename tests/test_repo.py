@@ -39,7 +39,9 @@ def readme_test_block() -> str:
 def test_readme_has_one_test_command():
     command = readme_test_block()
     assert "-m pytest" in command
-    assert "pip install -r requirements.txt" in command
+    torch_first = "pip install --no-deps -r requirements-torch.txt"  # see test_binder.py
+    assert torch_first in command and "pip install -r requirements.txt" in command
+    assert command.index(torch_first) < command.index("pip install -r requirements.txt")
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
