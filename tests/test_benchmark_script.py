@@ -78,3 +78,18 @@ def test_p1_sorts_test_cases_into_notebooks_unit_tests_and_the_browser_test(benc
     assert benchmark.group_of(case("notebooks.en.07_masks.ipynb")) == "notebooks"
     assert benchmark.group_of(case("tests.test_browser")) == "browser"
     assert benchmark.group_of(case("tests.lessons.test_nb07_masks_views")) == "unit"
+
+
+def test_notebook_seconds_sums_each_notebooks_cells(benchmark, tmp_path):
+    (tmp_path / "junit.xml").write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="notebooks.en.07_masks.ipynb" name="Cell 0" time="2.5"/>'
+        '<testcase classname="notebooks.en.07_masks.ipynb" name="Cell 1" time="1.25"/>'
+        '<testcase classname="notebooks.en.00_start_here.ipynb" name="Cell 0" time="3.0"/>'
+        '<testcase classname="tests.test_attention" name="test_x" time="9.0"/>'
+        "</testsuite></testsuites>"
+    )
+    assert benchmark.notebook_seconds(tmp_path / "junit.xml") == {
+        "00_start_here.ipynb": 3.0,
+        "07_masks.ipynb": 3.75,
+    }

@@ -149,6 +149,35 @@ def test_no_local_paths_in_outputs(notebook):
                 )
 
 
+NOTEBOOK_COLUMN_PX = 840  # JupyterLab's notebook column at 1280 × 800, file browser open
+
+
+def test_stored_figures_fit_the_column_and_lose_nothing_at_the_edge(notebook):
+    """Each stored PNG is at most the notebook column wide (JupyterLab would shrink it), and its
+    outermost pixels are background: no label runs into the edge and is cut there."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    name, nb = notebook
+    for index, cell, _ in code_cells(nb):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {}).get("image/png")
+            if data is None:
+                continue
+            image = Image.open(io.BytesIO(base64.b64decode("".join(data))))
+            assert image.width <= NOTEBOOK_COLUMN_PX, (
+                f"{name}: cell {index}: a figure {image.width} px wide, wider than the "
+                f"notebook's {NOTEBOOK_COLUMN_PX} px column"
+            )
+            pixels = np.asarray(image.convert("RGB")).astype(np.int16)
+            edges = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+            ink = np.abs(edges - pixels[0, 0]).sum(axis=-1) > 24
+            assert not ink.any(), f"{name}: cell {index}: a figure has ink on its edge (cut?)"
+
+
 def test_kernelspec_metadata(notebook):
     name, nb = notebook
     kernelspec = nb.get("metadata", {}).get("kernelspec", {})

@@ -24,6 +24,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colorbar import Colorbar
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
+from matplotlib.layout_engine import ConstrainedLayoutEngine, TightLayoutEngine
 from matplotlib.legend import Legend
 from matplotlib.patches import Patch
 from matplotlib.text import Text
@@ -91,6 +92,77 @@ _CBAR_TICKS = [0.0, 0.25, 0.5, 0.75, 1.0]  # viridis is dark below ~0.6: write w
 # A static figure at most this wide (inches; 100 dpi inline, tight bbox) fits JupyterLab's
 # notebook column (~848 px at 1280×800 with the file browser open) without being scaled down.
 MAX_FIGURE_WIDTH = 8.2
+
+
+class LessonFigure(Figure):
+    """A pyplot figure made by a lesson (``figure``, ``subplots``). A notebook shows it as a PNG
+    drawn once, at its own dpi, with the dashboards' text cache (:func:`_inline_png`); the
+    inline backend's default draws a figure three times (layout, tight crop, picture)."""
+
+
+def figure(**kwargs: object) -> LessonFigure:
+    """``plt.figure`` making a :class:`LessonFigure`."""
+    return plt.figure(FigureClass=LessonFigure, **kwargs)
+
+
+def subplots(*args: object, **kwargs: object) -> tuple[LessonFigure, object]:
+    """``plt.subplots`` on a :class:`LessonFigure`."""
+    return plt.subplots(*args, FigureClass=LessonFigure, **kwargs)
+
+
+def _inline_png(fig: Figure) -> str | None:
+    """IPython's image/png output for a LessonFigure, base64 as the inline backend writes it.
+
+    A figure laid out by its layout engine (constrained) and opaque, with PNG the chosen inline
+    format: one draw of the whole figure, as it is sized (no tight crop: the layout keeps every
+    label inside). Anything else goes the inline backend's way (retina, no layout, transparent).
+    """
+    import base64
+
+    from IPython.core.pylabtools import print_figure
+    from matplotlib_inline.backend_inline import InlineBackend
+
+    formats = InlineBackend.instance().figure_formats
+    if "png" not in formats:
+        return print_figure(fig, "retina", base64=True) if "retina" in formats else None
+    engine = fig.get_layout_engine()
+    laid_out = isinstance(engine, (ConstrainedLayoutEngine, TightLayoutEngine))
+    if not laid_out or fig.get_facecolor()[3] < 1.0:
+        return print_figure(fig, "png", base64=True, bbox_inches="tight")
+    canvas = fig.canvas
+    try:
+        drawn = canvas if isinstance(canvas, TextCachingCanvas) else TextCachingCanvas(fig)
+        drawn.draw()
+        png = None if _ink_on_edge(drawn) else encode_png(drawn)
+    finally:
+        fig.set_canvas(canvas)
+    if png is None:  # something reaches the edge, maybe cut: the tight crop shows it whole
+        return print_figure(fig, "png", base64=True, bbox_inches="tight")
+    return base64.b64encode(png).decode("ascii")
+
+
+def _ink_on_edge(canvas: FigureCanvasAgg) -> bool:
+    """Whether a drawn canvas may have lost something at its edge: anything but background on
+    its outermost pixels, or a figure-level text or legend (outside the layout) not inside it."""
+    pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
+    edges = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    background = np.round(np.asarray(canvas.figure.get_facecolor()[:3]) * 255)
+    if (np.abs(edges - background).sum(axis=-1) > 24).any():
+        return True
+    fig, renderer = canvas.figure, canvas.get_renderer()
+    placed = [a.get_window_extent(renderer) for a in (*fig.texts, *fig.legends) if a.get_visible()]
+    return not all(fig.bbox.contains(*b.min) and fig.bbox.contains(*b.max) for b in placed)
+
+
+def _register_inline_png() -> None:
+    """Show LessonFigures through :func:`_inline_png` in IPython; elsewhere, nothing."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "display_formatter"):
+        shell.display_formatter.formatters["image/png"].for_type(LessonFigure, _inline_png)
 
 
 def _weights_colorbar(
@@ -269,7 +341,7 @@ def plot_attention(
     figsize: tuple[float, float] = (5.2, 4.3),
 ) -> Figure:
     """:func:`draw_attention_heatmap` of weights (L_q, L_k) in a new pyplot figure."""
-    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    fig, ax = subplots(figsize=figsize, layout="constrained")
     draw_attention_heatmap(
         ax, weights, keep, query_labels=query_labels, key_labels=key_labels, title=title
     )
@@ -293,7 +365,7 @@ def plot_attention_gallery(
     if ncols is None:
         ncols = max(1, min(n, int((MAX_FIGURE_WIDTH - 1.0) // panel_size)))
     nrows = -(-n // ncols)
-    fig, axes = plt.subplots(
+    fig, axes = subplots(
         nrows,
         ncols,
         figsize=(panel_size * ncols + 1.0, (panel_size + 0.5) * nrows + 0.5),
@@ -382,3 +454,6 @@ _WEIGHT_COLORS = colormaps[ATTENTION_CMAP]  # bars of attention weights share th
 def _weight_color(w: float) -> tuple[float, float, float, float]:
     """The colour a weight w ∈ [0, 1] gets in every heatmap of the series."""
     return _WEIGHT_COLORS(min(max(float(w), 0.0), 1.0))
+
+
+_register_inline_png()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
@@ -16,7 +15,13 @@ from matplotlib.figure import Figure
 
 from ..softmax import stable_softmax
 from ._dashboard import Dashboard, _temperature_slider
-from ._figures import BlitRenderer, _weight_color, freeze_layout, new_figure
+from ._figures import (
+    BlitRenderer,
+    _weight_color,
+    freeze_layout,
+    new_figure,
+    subplots,
+)
 from .nb00_start import CHECK_SCORES
 
 LABELS = tuple(f"key {j}\nscore {s:g}" for j, s in enumerate(CHECK_SCORES))
@@ -48,7 +53,7 @@ class _Bars:
 
 def plot_weights_gallery(weights: Mapping[float, torch.Tensor]) -> Figure:
     """The widget check's bars, one panel per temperature T: {T: weights (L_k,)}."""
-    fig, axes = plt.subplots(  # 2.7 in a panel: three fit the notebook's 840 px at 100 dpi
+    fig, axes = subplots(  # 2.7 in a panel: three fit the notebook's 840 px at 100 dpi
         1, len(weights), figsize=(2.7 * len(weights), 2.8), layout="constrained", sharey=True
     )
     for i, (ax, (T, w)) in enumerate(zip(np.atleast_1d(axes), weights.items(), strict=True)):

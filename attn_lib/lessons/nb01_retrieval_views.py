@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.artist import Artist
@@ -23,8 +22,10 @@ from ._figures import (
     _weight_color,
     _weights_colorbar,
     draw_attention_heatmap,
+    figure,
     freeze_layout,
     new_figure,
+    subplots,
 )
 
 TEMPERATURES = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)  # the slider's values
@@ -90,7 +91,7 @@ def plot_retrievals(query: torch.Tensor, temperatures: Sequence[float]) -> Figur
     """One row of :class:`RetrievalView` per temperature, for one query (d_k,)."""
     lib = lesson.library_books()
     # the dashboard's layout and scale (dpi 80): three panels a row fit the notebook's 840 px
-    fig = plt.figure(figsize=(10.3, 3.6 * len(temperatures)), dpi=80, layout="constrained")
+    fig = figure(figsize=(10.3, 3.6 * len(temperatures)), dpi=80, layout="constrained")
     for sub, T in zip(
         np.atleast_1d(fig.subfigures(len(temperatures), 1)), temperatures, strict=True
     ):
@@ -148,7 +149,7 @@ def plot_heatmaps(
 ) -> Figure:
     """Heatmaps on one 0–1 scale, row by row: (weights (L_q, L_k), queries, keys, title) each."""
     cols = -(-len(panels) // rows)
-    fig, axes = plt.subplots(
+    fig, axes = subplots(
         rows, cols, figsize=(3.6 * cols + 0.9, 3.3 * rows + 0.6),  # ≤ 840 px with 2 columns
         layout="constrained", squeeze=False,
     )  # fmt: skip
@@ -167,7 +168,7 @@ def plot_path_lengths(max_distance: int, kernel_sizes: Sequence[int]) -> Figure:
 
     Source: Vaswani et al. 2017, Table 1 (maximum path lengths); article section 1.2.
     """
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    fig, ax = subplots(figsize=(6.4, 4.0), layout="constrained")
     d = torch.arange(1, max_distance + 1)
     ax.plot(d, d, color="C3", label="recurrent net: |i − j| steps")
     for k, color in zip(kernel_sizes, ("C0", "C2", "C4"), strict=False):

@@ -26,8 +26,10 @@ from ._figures import (
     BlitRenderer,
     _weights_colorbar,
     draw_attention_heatmap,
+    figure,
     freeze_layout,
     new_figure,
+    subplots,
 )
 from .nb02_qkv import BIAS_CHOICES, QKVExample, qkv_example
 
@@ -126,7 +128,7 @@ def plot_token_qkv(
     ``examples`` maps every bias in BIAS_CHOICES to ``qkv_example(x, bias)``.
     """
     # the dashboard's layout and scale (dpi 80): it fits the notebook's 840 px
-    fig = plt.figure(figsize=(10.3, 6.4), dpi=80, layout="constrained")
+    fig = figure(figsize=(10.3, 6.4), dpi=80, layout="constrained")
     view = TokenQKVView(fig, tokens, list(examples.values()))
     view.update(examples[bias], examples["none"], index)
     return fig
@@ -138,7 +140,7 @@ def plot_bias_gallery(
     """Token ``index``'s weights (top) and output (bottom) with a bias on Q, on K, on V."""
     plain = examples["none"]
     limits, width = _limits(list(examples.values())), plain.Q.shape[-1]
-    fig, axes = plt.subplots(2, 3, figsize=(8.1, 6.4), layout="constrained", sharey="row")
+    fig, axes = subplots(2, 3, figsize=(8.1, 6.4), layout="constrained", sharey="row")
     for col, bias in enumerate(("q", "k", "v")):
         titles = (f"{BIAS_LABELS[bias]}\nweights change", "output changes")
         for ax, field, title in zip(axes[:, col], ("weights", "output"), titles, strict=True):
@@ -157,7 +159,7 @@ def plot_bias_gallery(
 def plot_weights_pair(panels: Sequence[tuple[torch.Tensor, str]], tokens: Sequence[str],
                       suptitle: str) -> Figure:  # fmt: skip
     """(weights (L_q, L_k), title) panels side by side, tokens on both axes, one 0–1 colorbar."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(8.1, 4.4), layout="constrained")
+    fig, axes = subplots(1, len(panels), figsize=(8.1, 4.4), layout="constrained")
     for ax, (weights, title) in zip(axes, panels, strict=True):
         heatmap = draw_attention_heatmap(
             ax, weights, query_labels=tokens, key_labels=tokens, title=title, colorbar=False)  # fmt: skip

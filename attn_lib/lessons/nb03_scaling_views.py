@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
@@ -19,7 +18,12 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from ._dashboard import Dashboard, _selection_slider, _temperature_slider, _toggle_buttons
-from ._figures import BlitRenderer, _closes_figures_on_error, new_figure
+from ._figures import (
+    BlitRenderer,
+    _closes_figures_on_error,
+    figure,
+    new_figure,
+)
 from .nb03_scaling import (
     SATURATION_D_KS,
     SCALINGS,
@@ -112,7 +116,7 @@ def plot_saturation_curves(
     Source: Vaswani et al. 2017, sec. 3.2.1; article section 2.2.
     """
     chosen = {s: curves[s] for s in (scalings or curves)}
-    fig = plt.figure(figsize=(min(3.9 * len(stats), 8.25), 3.8))  # ≤ 840 px at 100 dpi
+    fig = figure(figsize=(min(3.9 * len(stats), 8.25), 3.8))  # ≤ 840 px at 100 dpi
     axes = _axes_row(fig, len(stats), top=0.84, bottom=0.27)
     log_axes = [ax for ax, stat in zip(axes, stats, strict=True) if _STATS[stat][2] is None]
     for ax in log_axes[1:]:

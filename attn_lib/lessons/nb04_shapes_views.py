@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
@@ -19,7 +18,12 @@ from matplotlib.patches import Rectangle
 
 from ..checks import fmt_shape
 from ._dashboard import Dashboard
-from ._figures import BlitRenderer, _closes_figures_on_error, new_figure
+from ._figures import (
+    BlitRenderer,
+    _closes_figures_on_error,
+    figure,
+    new_figure,
+)
 from .nb04_shapes import ShapeTable, shape_table
 
 # The sliders' bounds; the drawing's scale is set for the largest sizes, so boxes compare
@@ -192,7 +196,7 @@ class ShapeView:
 def plot_shapes(t: ShapeTable) -> Figure:
     """:class:`ShapeView` of one setting in a new pyplot figure, at the dashboard's 72 dpi (10.7
     inches: 770 px, within the notebook column; 10 pt text is 10 px). Source: article section 2.3."""
-    fig = plt.figure(dpi=72)
+    fig = figure(dpi=72)
     ShapeView(fig).update(t)
     return fig
 
@@ -203,7 +207,7 @@ def plot_shape_gallery(tables: Sequence[ShapeTable], *, suptitle: str) -> Figure
     figure, 7 inches wide)."""
     width, height = 4 * _SLOT + 2 * _GAP + _ARROW, 2 * _ROW
     row = height * _SCALE + 0.55  # inches: the drawing and its two-line title
-    fig = plt.figure(figsize=(w := width * _SCALE + 0.3, h := row * len(tables) + 0.35))
+    fig = figure(figsize=(w := width * _SCALE + 0.3, h := row * len(tables) + 0.35))
     for n, t in enumerate(tables):
         bottom = h - 0.35 - (n + 1) * row
         ax = fig.add_axes((0.15 / w, bottom / h, width * _SCALE / w, height * _SCALE / h))

@@ -10,7 +10,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.artist import Artist
@@ -29,6 +28,7 @@ from ._figures import (
     _closes_figures_on_error,
     _weights_colorbar,
     draw_attention_heatmap,
+    figure,
     freeze_layout,
     new_figure,
     update_attention_heatmap,
@@ -215,7 +215,7 @@ def plot_convention_gallery(results: Sequence[ConventionResult], width: float = 
     """Settings of :func:`nb06_pytorch.convention_setting`, one row of four panels each (a
     pyplot figure: end the cell with ``plt.show()``), at the dashboard's 80 dpi: 10.3 inches
     fit the notebook column (about 830 px) and its smallest text, 9 pt, is 10 px."""
-    fig = plt.figure(figsize=(width, 4.6 * len(results)), dpi=80, layout="constrained")
+    fig = figure(figsize=(width, 4.6 * len(results)), dpi=80, layout="constrained")
     rows = fig.subfigures(len(results), 1, hspace=0.04) if len(results) > 1 else [fig]
     for row, result in zip(rows, results, strict=True):
         ConventionView(row).update(result)

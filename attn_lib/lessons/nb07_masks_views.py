@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import ipywidgets as widgets
 import matplotlib as mpl
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.artist import Artist
@@ -27,8 +26,10 @@ from ._figures import (
     MASKED_MARK,
     BlitRenderer,
     _weights_colorbar,
+    figure,
     freeze_layout,
     new_figure,
+    subplots,
 )
 from .nb07_masks import MASK_DEMO_L, MASK_DTYPES, MaskSetting, mask_setting
 
@@ -38,8 +39,9 @@ NAN_COLOR = (0.84, 0.15, 0.16, 1.0)  # red, not a colour viridis uses: a NaN wei
 def plot_keep_masks(panels: Sequence[tuple[torch.Tensor, str]], *, suptitle: str) -> Figure:
     """Keep-masks (L_q, L_k) side by side, one (keep, title) per panel: white where a query may
     attend, grey "×" where blocked; queries on y, keys on x (end the cell with plt.show())."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels) + 0.2, 3.2),
-                             layout="constrained", squeeze=False)  # fmt: skip
+    fig, axes = subplots(
+        1, len(panels), figsize=(2.6 * len(panels) + 0.2, 3.2), layout="compressed", squeeze=False
+    )  # square panels: no empty band
     for ax, (keep, title) in zip(axes[0], panels, strict=True):
         k = np.asarray(keep, dtype=bool)
         rgba = np.ones((*k.shape, 4))
@@ -160,7 +162,7 @@ def _panel_title(head: str, result: MaskSetting, b: int) -> str:
 
 def plot_mask_setting(result: MaskSetting) -> Figure:
     """One mask-dashboard setting, as the dashboard draws it (end the cell with plt.show())."""
-    fig = plt.figure(figsize=(8.2, 4.1), layout="constrained")  # 100 dpi inline: fits 840 px
+    fig = figure(figsize=(8.2, 4.1), layout="constrained")  # 100 dpi inline: fits 840 px
     MaskPanels(fig, len(result.lengths), MASK_DEMO_L).show(result)
     return fig
 
@@ -169,7 +171,7 @@ def plot_mask_gallery(results: Sequence[MaskSetting], b: int, labels: Sequence[s
                       suptitle: str) -> Figure:  # fmt: skip
     """Sequence ``b`` under several settings (none refused), two a row on one 0–1 scale."""
     rows = -(-len(results) // 2)
-    fig = plt.figure(figsize=(7.0, 3.5 * rows + 0.6), layout="constrained")
+    fig = figure(figsize=(7.0, 3.5 * rows + 0.6), layout="constrained")
     panels = [(r.weights[b], r.keep[b], _panel_title(label, r, b))
               for r, label in zip(results, labels, strict=True)]  # fmt: skip
     MaskPanels(fig, len(results), MASK_DEMO_L, ncols=2).update(panels, suptitle)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
@@ -24,8 +23,10 @@ from ._figures import (
     NAN_FACE,
     BlitRenderer,
     draw_attention_heatmap,
+    figure,
     freeze_layout,
     new_figure,
+    subplots,
     update_attention_heatmap,
 )
 
@@ -84,7 +85,7 @@ def _overflow_legend(fig: Figure) -> None:
 def plot_overflow_gallery(results: Sequence[lesson.SoftmaxOverflow], suptitle: str) -> Figure:
     """Naive softmax against the max trick for several settings, two a row (pyplot)."""
     rows, cols = -(-len(results) // 2), min(len(results), 2)  # two 4.1 in panels: ≤ 840 px
-    fig, axes = plt.subplots(rows, cols, figsize=(4.1 * cols, 2.9 * rows + 0.7),
+    fig, axes = subplots(rows, cols, figsize=(4.1 * cols, 2.9 * rows + 0.7),
                              layout="constrained", sharey=True, squeeze=False)  # fmt: skip
     for ax in axes.flat[len(results) :]:
         ax.set_visible(False)
@@ -145,7 +146,7 @@ class DropoutView:
 
 def plot_dropout_gallery(settings: Sequence[lesson.DropoutSetting]) -> Figure:
     """Several dropout settings, one above the other (pyplot)."""
-    fig = plt.figure(figsize=(8.2, 3.5 * len(settings)), layout="constrained")  # ≤ 840 px
+    fig = figure(figsize=(8.2, 3.5 * len(settings)), layout="constrained")  # ≤ 840 px
     for subfig, setting in zip(fig.subfigures(len(settings), 1), settings, strict=True):
         DropoutView(subfig).update(setting)
     return fig

@@ -9,7 +9,6 @@ from __future__ import annotations
 from itertools import product
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -23,6 +22,7 @@ from ._figures import (
     draw_attention_heatmap,
     freeze_layout,
     new_figure,
+    subplots,
     update_attention_heatmap,
 )
 from .nb09_training import LABELS, ScalingExperiment
@@ -45,7 +45,7 @@ def plot_retrieval_task(keys, query, values, target: int, *, figsize=(8.4, 4.2))
     L, top = k.shape[0], float(max(np.abs(k).max(), np.abs(q).max(), np.abs(v).max()))
     # No layout engine (a third of the drawing time): fixed gaps, and the notebook's inline
     # backend crops the margins.
-    fig, (ax_k, ax_d, ax_v) = plt.subplots(1, 3, figsize=figsize, width_ratios=[1.0, 0.8, 1.0],
+    fig, (ax_k, ax_d, ax_v) = subplots(1, 3, figsize=figsize, width_ratios=[1.0, 0.8, 1.0],
                                            gridspec_kw={"wspace": 0.45})  # fmt: skip
     image = ax_k.imshow(np.vstack([k, q]), cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
     ax_k.axhline(L - 0.5, color="black", linewidth=3)
@@ -82,7 +82,7 @@ def plot_loss_grid(experiment: ScalingExperiment, *, panel_size=(4.6, 1.8)) -> F
     """Every run's smoothed loss, one line per seed and one panel per (setting, d_k), with
     the number of runs that end above the threshold."""
     rows, cols = len(experiment.settings), len(experiment.d_ks)
-    fig, axes = plt.subplots(rows, cols, figsize=(panel_size[0] * cols, panel_size[1] * rows),
+    fig, axes = subplots(rows, cols, figsize=(panel_size[0] * cols, panel_size[1] * rows),
                              sharex=True, sharey=True, squeeze=False,
                              gridspec_kw={"hspace": 0.15, "wspace": 0.06})  # fmt: skip
     for (i, setting), (j, d_k) in product(

@@ -11,7 +11,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
@@ -21,7 +20,14 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ._dashboard import Dashboard
-from ._figures import MASKED_MARK, BlitRenderer, _closes_figures_on_error, new_figure
+from ._figures import (
+    MASKED_MARK,
+    BlitRenderer,
+    _closes_figures_on_error,
+    figure,
+    new_figure,
+    subplots,
+)
 from .nb10_cost import (
     WALK_L,
     WALK_PADDING,
@@ -45,7 +51,7 @@ def plot_memory_vs_length(
 ) -> Figure:
     """Bytes each method of MEMORY_METHODS holds at once (``table``, from
     peak_intermediate_bytes) against L, log-log, labelled with its slope over L ≥ min_length."""
-    fig = plt.figure(figsize=(8.2, 4.4))  # ≤ 840 px at 100 dpi
+    fig = figure(figsize=(8.2, 4.4))  # ≤ 840 px at 100 dpi
     ax = fig.add_axes((0.1, 0.12, 0.88, 0.8))
     long = [i for i, n in enumerate(lengths) if n >= min_length]
     for name, nbytes in table.items():
@@ -145,7 +151,7 @@ def plot_walk_gallery(walk: OnlineSoftmaxWalk) -> Figure:
     n = min(len(walk.states), 8)
     rows, cols = -(-n // 2), min(n, 2)  # two 4.1 in steps a row: ≤ 840 px at 100 dpi
     height = 4.2 * rows + 1.2  # inches: a step's two axes, the titles above, the legend below
-    fig, axes = plt.subplots(2 * rows, cols, figsize=(8.2, height), squeeze=False,
+    fig, axes = subplots(2 * rows, cols, figsize=(8.2, height), squeeze=False,
                              height_ratios=[1.3, 1.0] * rows,
                              gridspec_kw={"hspace": 0.6, "wspace": 0.25, "top": 1 - 1.05 / height,
                                           "bottom": 0.95 / height, "left": 0.08, "right": 0.99})  # fmt: skip

@@ -147,3 +147,104 @@ def test_gallery_wraps_to_fit_the_notebook_column():
         assert [bool(ax.get_ylabel()) for ax in shown] == [True, False, True, False, True]
     finally:
         plt.close(fig)
+
+
+# --- how a notebook shows a lesson's figure (IPython's image/png output) ----------------------
+
+
+@pytest.fixture
+def inline_formats():
+    """Set the inline backend's figure formats for a test, as `%config InlineBackend` would."""
+    import warnings
+
+    from matplotlib_inline.backend_inline import InlineBackend
+
+    with warnings.catch_warnings():  # matplotlib_inline's old-style traitlets observer
+        warnings.simplefilter("ignore", DeprecationWarning)
+        backend = InlineBackend.instance()
+        before = set(backend.figure_formats)
+        yield lambda *formats: setattr(backend, "figure_formats", set(formats))
+        backend.figure_formats = before
+
+
+def shown(fig) -> bytes | None:
+    import base64
+
+    text = _figures._inline_png(fig)
+    return None if text is None else base64.b64decode(text)
+
+
+def tight(fig, fmt="png") -> bytes:
+    import base64
+
+    from IPython.core.pylabtools import print_figure
+
+    return base64.b64decode(print_figure(fig, fmt, base64=True, bbox_inches="tight"))
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    return decode(png).shape[1], decode(png).shape[0]
+
+
+def test_lesson_figures_come_from_figure_and_subplots():
+    fig, ax = _figures.subplots(1, 2, figsize=(4, 2), layout="constrained")
+    other = _figures.figure(figsize=(3, 2))
+    try:
+        assert isinstance(fig, _figures.LessonFigure) and isinstance(other, _figures.LessonFigure)
+        assert plt.fignum_exists(fig.number) and len(ax) == 2  # pyplot's, shown by plt.show()
+    finally:
+        plt.close("all")
+
+
+def test_a_laid_out_figure_is_drawn_once_at_its_size(inline_formats):
+    inline_formats("png")
+    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout="constrained")
+    ax.plot([0, 1], [1, 0])
+    ax.set(xlabel="key position j", title="weights")
+    canvas = fig.canvas
+    try:
+        assert png_size(shown(fig)) == (200, 125)  # 4 × 2.5 in at 50 dpi: not cropped
+        assert fig.canvas is canvas  # pyplot's canvas is given back
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("case", ["no layout engine", "transparent", "text past the edge"])
+def test_anything_else_is_cropped_as_the_inline_backend_does(inline_formats, case):
+    inline_formats("png")
+    layout = None if case == "no layout engine" else "constrained"
+    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout=layout)
+    ax.plot([0, 1], [1, 0])
+    if case == "transparent":
+        fig.patch.set_alpha(0.0)
+    if case == "text past the edge":
+        fig.text(0.5, -0.05, "a note below the axes", ha="center")  # outside the layout
+    try:
+        assert shown(fig) == tight(fig)
+    finally:
+        plt.close(fig)
+
+
+def test_the_chosen_inline_format_is_kept(inline_formats):
+    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout="constrained")
+    ax.plot([0, 1], [1, 0])
+    try:
+        inline_formats("retina")
+        assert shown(fig) == tight(fig, "retina")
+        inline_formats("svg")
+        assert shown(fig) is None  # no PNG asked for: IPython shows the SVG alone
+    finally:
+        plt.close(fig)
+
+
+def test_ipython_shows_lesson_figures_through_inline_png(monkeypatch):
+    import IPython
+    from IPython.core.formatters import DisplayFormatter
+
+    shell = type("Shell", (), {"display_formatter": DisplayFormatter()})()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    _figures._register_inline_png()
+    png = shell.display_formatter.formatters["image/png"]
+    assert png.lookup_by_type(_figures.LessonFigure) is _figures._inline_png
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    _figures._register_inline_png()  # outside IPython: nothing to do, no error
