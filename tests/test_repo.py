@@ -329,20 +329,35 @@ def test_links_between_notebooks_resolve(notebook):
             )
 
 
-def test_kernel_startup_turns_off_only_the_dtensor_lookup(monkeypatch):
-    """tests/kernel_startup.py, as the test kernels run it: after a cell, assert_close no longer
-    looks for DTensors, and the notebook's namespace holds nothing new."""
+def test_kernel_startup_skips_the_dtensor_lookup_and_collects_after_the_imports(monkeypatch):
+    """tests/kernel_startup.py, as the test kernels run it: the collector is off until a cell
+    has run with torch imported, then that cell's objects are frozen and it is on again; from
+    the first cell on, assert_close no longer looks for DTensors; the notebook's namespace gets
+    nothing."""
+    import gc
+
     import torch.testing._comparison as comparison
     from IPython.core.interactiveshell import InteractiveShell
 
+    calls = []
+    for name in ("disable", "enable", "freeze"):
+        monkeypatch.setattr(gc, name, lambda name=name: calls.append(name))
     shell = InteractiveShell()
     try:
         before = set(shell.user_ns)
         startup = REPO / "tests" / "kernel_startup.py"
         shell.safe_execfile(str(startup), shell.user_ns, raise_exceptions=True)
+        assert calls == ["disable"]
         monkeypatch.setattr(comparison, "_HAS_DTENSOR", True)
-        assert shell.run_cell("x = 1").success
+        assert shell.run_cell("import torch\nx = 1").success
         assert comparison._HAS_DTENSOR is False
-        assert {name for name in set(shell.user_ns) - before if not name.startswith("_")} == {"x"}
+        assert calls == ["disable", "freeze", "enable"]
+        assert shell.run_cell("y = 2").success
+        assert calls == ["disable", "freeze", "enable"]  # once only
+        assert {name for name in set(shell.user_ns) - before if not name.startswith("_")} == {
+            "torch",
+            "x",
+            "y",
+        }
     finally:
         shell.clear_instance()
