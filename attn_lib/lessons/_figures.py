@@ -24,7 +24,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colorbar import Colorbar
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
-from matplotlib.layout_engine import ConstrainedLayoutEngine, TightLayoutEngine
 from matplotlib.legend import Legend
 from matplotlib.patches import Patch
 from matplotlib.text import Text
@@ -113,9 +112,10 @@ def subplots(*args: object, **kwargs: object) -> tuple[LessonFigure, object]:
 def _inline_png(fig: Figure) -> str | None:
     """IPython's image/png output for a LessonFigure, base64 as the inline backend writes it.
 
-    A figure laid out by its layout engine (constrained) and opaque, with PNG the chosen inline
-    format: one draw of the whole figure, as it is sized (no tight crop: the layout keeps every
-    label inside). Anything else goes the inline backend's way (retina, no layout, transparent).
+    An opaque figure, with PNG the chosen inline format: one draw of the whole figure, as it is
+    sized (no tight crop: its layout engine, or its fixed layout, keeps every label inside; if
+    anything reaches the edge, the tight crop after all). Anything else goes the inline
+    backend's way (retina, SVG, a transparent figure).
     """
     import base64
 
@@ -125,9 +125,7 @@ def _inline_png(fig: Figure) -> str | None:
     formats = InlineBackend.instance().figure_formats
     if "png" not in formats:
         return print_figure(fig, "retina", base64=True) if "retina" in formats else None
-    engine = fig.get_layout_engine()
-    laid_out = isinstance(engine, (ConstrainedLayoutEngine, TightLayoutEngine))
-    if not laid_out or fig.get_facecolor()[3] < 1.0:
+    if fig.get_facecolor()[3] < 1.0:
         return print_figure(fig, "png", base64=True, bbox_inches="tight")
     canvas = fig.canvas
     try:

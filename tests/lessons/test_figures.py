@@ -196,9 +196,10 @@ def test_lesson_figures_come_from_figure_and_subplots():
         plt.close("all")
 
 
-def test_a_laid_out_figure_is_drawn_once_at_its_size(inline_formats):
+@pytest.mark.parametrize("layout", ["constrained", None])
+def test_a_figure_is_drawn_once_at_its_size(inline_formats, layout):
     inline_formats("png")
-    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout="constrained")
+    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout=layout)
     ax.plot([0, 1], [1, 0])
     ax.set(xlabel="key position j", title="weights")
     canvas = fig.canvas
@@ -209,16 +210,18 @@ def test_a_laid_out_figure_is_drawn_once_at_its_size(inline_formats):
         plt.close(fig)
 
 
-@pytest.mark.parametrize("case", ["no layout engine", "transparent", "text past the edge"])
+@pytest.mark.parametrize("case", ["transparent", "text past the edge", "label cut at the edge"])
 def test_anything_else_is_cropped_as_the_inline_backend_does(inline_formats, case):
     inline_formats("png")
-    layout = None if case == "no layout engine" else "constrained"
+    layout = None if case == "label cut at the edge" else "constrained"
     fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout=layout)
     ax.plot([0, 1], [1, 0])
     if case == "transparent":
         fig.patch.set_alpha(0.0)
     if case == "text past the edge":
         fig.text(0.5, -0.05, "a note below the axes", ha="center")  # outside the layout
+    if case == "label cut at the edge":
+        ax.set_position((0.1, 0.02, 0.85, 0.9))  # its x tick labels run past the bottom edge
     try:
         assert shown(fig) == tight(fig)
     finally:
