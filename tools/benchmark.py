@@ -3,8 +3,8 @@
 
 Run from the repository root, in the project's environment:
 
-    .venv/bin/python tools/benchmark.py                 # everything (3-3½ minutes)
-    .venv/bin/python tools/benchmark.py --skip-pytest   # P2-P5 only (about 1½ minutes)
+    .venv/bin/python tools/benchmark.py                 # everything (about 3 minutes)
+    .venv/bin/python tools/benchmark.py --skip-pytest   # P2-P5 only (about a minute)
 
 Figures (medians of interleaved repeated runs; this machine is shared and noisy):
 
