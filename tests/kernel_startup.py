@@ -1,18 +1,19 @@
-"""IPython startup file for the kernels the tests start (nbval's, the browser test's):
-conftest.py copies it into a temporary IPYTHONDIR that those kernels inherit. Both changes below
-save CPU and change no result (nbval compares every output with the one stored by
-tools/execute_notebooks.py, whose kernels, like a learner's, never load this file).
-
-- torch 2.13's ``torch.testing.assert_close`` imports ``torch.distributed.tensor`` on its first
-  call, to unwrap DTensors (pytorch/pytorch#176895): 0.6-0.9 CPU-s in every kernel, for a
-  tensor type the series never makes. Once torch is imported, that look-up is turned off; for
-  plain tensors assert_close does the same with or without it.
-- Python's cyclic garbage collector runs many times while torch and matplotlib import, and
-  then walks their hundreds of thousands of objects on every full pass: it is off until the
-  first cell that imports torch has run, then those objects are frozen (kept out of the
-  collector's passes, as conftest.py does for the test workers) and it is on again. About
-  0.3-0.5 CPU-s a kernel.
-"""
+# IPython startup file for the kernels the tests start (nbval's, the browser test's):
+# conftest.py copies it into a temporary IPYTHONDIR that those kernels inherit. Both changes below
+# save CPU and change no result (nbval compares every output with the one stored by
+# tools/execute_notebooks.py, whose kernels, like a learner's, never load this file).
+#
+# - torch 2.13's ``torch.testing.assert_close`` imports ``torch.distributed.tensor`` on its first
+#   call, to unwrap DTensors (pytorch/pytorch#176895): 0.6-0.9 CPU-s in every kernel, for a
+#   tensor type the series never makes. Once torch is imported, that look-up is turned off; for
+#   plain tensors assert_close does the same with or without it.
+# - Python's cyclic garbage collector runs many times while torch and matplotlib import, and
+#   then walks their hundreds of thousands of objects on every full pass: it is off until the
+#   first cell that imports torch has run, then those objects are frozen (kept out of the
+#   collector's passes, as conftest.py does for the test workers) and it is on again. About
+#   0.3-0.5 CPU-s a kernel.
+# (Comments, not a docstring: a startup file runs in the notebook's namespace, where a
+# docstring would replace __doc__.)
 
 
 def _install() -> None:

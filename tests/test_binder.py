@@ -285,7 +285,12 @@ def test_torch_alone_comes_first_with_the_same_pin():
     does, so the second install finds it installed."""
     assert not TORCH_FIRST.problems, "\n".join(TORCH_FIRST.problems)
     assert list(TORCH_FIRST.pins) == ["torch"], list(TORCH_FIRST.pins)
-    assert str(TORCH_FIRST.pins["torch"]) == str(ROOT.pins["torch"]) == "torch==2.13.0+cpu"
+    assert str(TORCH_FIRST.pins["torch"]) == str(ROOT.pins["torch"]), (
+        f"requirements-torch.txt pins {TORCH_FIRST.pins['torch']}, requirements.txt "
+        f"{ROOT.pins['torch']}"
+    )
+    # The CPU build; 2.13.0 (CUDA) after README.md's fallback where PyTorch's site is unreachable
+    assert str(ROOT.pins["torch"]) in {"torch==2.13.0+cpu", "torch==2.13.0"}
 
 
 def test_only_the_torch_install_names_a_remote_page():
@@ -293,7 +298,8 @@ def test_only_the_torch_install_names_a_remote_page():
     cannot be reached, once per package (minutes): only requirements-torch.txt, with torch alone,
     may name PyTorch's page; the local `-e .` is the only option requirements.txt has."""
     assert ROOT.options == ["-e ."], ROOT.options
-    assert TORCH_FIRST.options == ["--find-links https://download.pytorch.org/whl/cpu/torch/"]
+    page = "--find-links https://download.pytorch.org/whl/cpu/torch/"
+    assert TORCH_FIRST.options in ([page], []), TORCH_FIRST.options  # [] after the fallback
 
 
 def test_every_root_pin_is_in_binder(binder):

@@ -25,9 +25,13 @@ in each notebook's metadata as ``executed_with``. The stored outputs must not de
 from __future__ import annotations
 
 import argparse
+import atexit
+import functools
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,7 +68,17 @@ def kernel_env() -> dict[str, str]:
     # One intra-op thread: the notebooks use small tensors, and under the test run two
     # kernels share two cores, where competing thread pools made small ops 10x slower.
     env["OMP_NUM_THREADS"] = "1"
+    # No IPython profile of the caller's (a startup file, `InlineBackend.figure_formats =
+    # {'retina'}`): an empty one, made for this run, as a fresh learner's kernel has.
+    env["IPYTHONDIR"] = _empty_ipython_dir()
     return env
+
+
+@functools.cache
+def _empty_ipython_dir() -> str:
+    folder = tempfile.mkdtemp(prefix="attn-lib-execute-ipython-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def execute(path: Path, timeout: int) -> nbformat.NotebookNode:

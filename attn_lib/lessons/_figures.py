@@ -109,47 +109,62 @@ def subplots(*args: object, **kwargs: object) -> tuple[LessonFigure, object]:
     return plt.subplots(*args, FigureClass=LessonFigure, **kwargs)
 
 
-def _inline_png(fig: Figure) -> str | None:
-    """IPython's image/png output for a LessonFigure, base64 as the inline backend writes it.
+def _inline_png(fig: Figure) -> object:
+    """IPython's image/png output for a LessonFigure.
 
-    An opaque figure, with PNG the chosen inline format: one draw of the whole figure, as it is
-    sized (no tight crop: its layout engine, or its fixed layout, keeps every label inside; if
-    anything reaches the edge, the tight crop after all). Anything else goes the inline
-    backend's way (retina, SVG, a transparent figure).
+    Where the inline backend would show the figure as its default PNG (``print_figure`` with
+    the tight crop, no other setting) and the figure is opaque: one draw of the whole figure at
+    its size, base64 as the inline backend writes it. Its layout keeps everything inside, so
+    the tight crop would cut nothing; where it would reach past an edge, or touch one, the
+    tight crop after all. Any other inline setting (retina, SVG only, a dpi) is IPython's own.
     """
     import base64
 
+    from IPython import get_ipython
     from IPython.core.pylabtools import print_figure
-    from matplotlib_inline.backend_inline import InlineBackend
 
-    formats = InlineBackend.instance().figure_formats
-    if "png" not in formats:
-        return print_figure(fig, "retina", base64=True) if "retina" in formats else None
-    if fig.get_facecolor()[3] < 1.0:
-        return print_figure(fig, "png", base64=True, bbox_inches="tight")
+    shell = get_ipython()
+    try:
+        printer = shell.display_formatter.formatters["image/png"].lookup_by_type(Figure)
+    except (AttributeError, KeyError):  # no shell, or PNG not among the chosen formats
+        return None
+    default = {"fmt": "png", "base64": True, "bbox_inches": "tight"}
+    plain = getattr(printer, "func", None) is print_figure and printer.keywords == default
+    if not plain or not _opaque(fig):
+        return printer(fig)
     canvas = fig.canvas
     try:
         drawn = canvas if isinstance(canvas, TextCachingCanvas) else TextCachingCanvas(fig)
         drawn.draw()
-        png = None if _ink_on_edge(drawn) else encode_png(drawn)
+        png = encode_png(drawn) if _all_inside(drawn) else None
     finally:
         fig.set_canvas(canvas)
-    if png is None:  # something reaches the edge, maybe cut: the tight crop shows it whole
-        return print_figure(fig, "png", base64=True, bbox_inches="tight")
+    if png is None:  # the tight crop shows what reaches past the edge (or pads what touches it)
+        return printer(fig)
     return base64.b64encode(png).decode("ascii")
 
 
-def _ink_on_edge(canvas: FigureCanvasAgg) -> bool:
-    """Whether a drawn canvas may have lost something at its edge: anything but background on
-    its outermost pixels, or a figure-level text or legend (outside the layout) not inside it."""
+def _opaque(fig: Figure) -> bool:
+    """Whether the figure's PNG has no transparent background (as the inline backend saves it)."""
+    return (
+        fig.patch.get_visible()
+        and fig.get_facecolor()[3] == 1.0
+        and not plt.rcParams["savefig.transparent"]
+    )
+
+
+def _all_inside(canvas: FigureCanvasAgg) -> bool:
+    """Whether a drawn figure keeps all it shows inside its edges: its tight bounding box (what
+    the tight crop would keep) lies within the figure, and its outermost pixels are background."""
+    fig = canvas.figure
+    tight = fig.get_tightbbox(canvas.get_renderer())
+    width, height = fig.get_size_inches()
+    if tight.x0 < 0 or tight.y0 < 0 or tight.x1 > width or tight.y1 > height:
+        return False
     pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
     edges = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
-    background = np.round(np.asarray(canvas.figure.get_facecolor()[:3]) * 255)
-    if (np.abs(edges - background).sum(axis=-1) > 24).any():
-        return True
-    fig, renderer = canvas.figure, canvas.get_renderer()
-    placed = [a.get_window_extent(renderer) for a in (*fig.texts, *fig.legends) if a.get_visible()]
-    return not all(fig.bbox.contains(*b.min) and fig.bbox.contains(*b.max) for b in placed)
+    background = np.round(np.asarray(fig.get_facecolor()[:3]) * 255)
+    return not (np.abs(edges - background).sum(axis=-1) > 24).any()
 
 
 def _register_inline_png() -> None:

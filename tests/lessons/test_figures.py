@@ -153,18 +153,21 @@ def test_gallery_wraps_to_fit_the_notebook_column():
 
 
 @pytest.fixture
-def inline_formats():
-    """Set the inline backend's figure formats for a test, as `%config InlineBackend` would."""
-    import warnings
+def ipython(monkeypatch):
+    """A shell whose figure formats are set as the inline backend sets them: call it with the
+    formats and print_figure's keywords (``set_matplotlib_formats`` does the same)."""
+    import IPython
+    from IPython.core.formatters import DisplayFormatter
+    from IPython.core.pylabtools import select_figure_formats
 
-    from matplotlib_inline.backend_inline import InlineBackend
+    shell = type("Shell", (), {"display_formatter": DisplayFormatter()})()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
 
-    with warnings.catch_warnings():  # matplotlib_inline's old-style traitlets observer
-        warnings.simplefilter("ignore", DeprecationWarning)
-        backend = InlineBackend.instance()
-        before = set(backend.figure_formats)
-        yield lambda *formats: setattr(backend, "figure_formats", set(formats))
-        backend.figure_formats = before
+    def choose(*formats, **kwargs):
+        select_figure_formats(shell, set(formats), **kwargs)
+        return shell.display_formatter.formatters["image/png"]
+
+    return choose
 
 
 def shown(fig) -> bytes | None:
@@ -174,16 +177,24 @@ def shown(fig) -> bytes | None:
     return None if text is None else base64.b64decode(text)
 
 
-def tight(fig, fmt="png") -> bytes:
+def inline_default(png_formatter, fig) -> bytes:
+    """What the inline backend itself would show: its printer for any Figure."""
     import base64
 
-    from IPython.core.pylabtools import print_figure
+    from matplotlib.figure import Figure
 
-    return base64.b64decode(print_figure(fig, fmt, base64=True, bbox_inches="tight"))
+    return base64.b64decode(png_formatter.lookup_by_type(Figure)(fig))
 
 
 def png_size(png: bytes) -> tuple[int, int]:
     return decode(png).shape[1], decode(png).shape[0]
+
+
+def line_figure(layout="constrained"):
+    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout=layout)
+    ax.plot([0, 1], [1, 0])
+    ax.set(xlabel="key position j", title="weights")
+    return fig, ax
 
 
 def test_lesson_figures_come_from_figure_and_subplots():
@@ -197,11 +208,11 @@ def test_lesson_figures_come_from_figure_and_subplots():
 
 
 @pytest.mark.parametrize("layout", ["constrained", None])
-def test_a_figure_is_drawn_once_at_its_size(inline_formats, layout):
-    inline_formats("png")
-    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout=layout)
-    ax.plot([0, 1], [1, 0])
-    ax.set(xlabel="key position j", title="weights")
+def test_a_figure_is_drawn_once_at_its_size(ipython, layout):
+    ipython("png", bbox_inches="tight")
+    fig, _ = line_figure(layout)
+    if layout is None:
+        fig.subplots_adjust(left=0.2, bottom=0.3, top=0.8)  # a fixed layout with room for labels
     canvas = fig.canvas
     try:
         assert png_size(shown(fig)) == (200, 125)  # 4 × 2.5 in at 50 dpi: not cropped
@@ -210,44 +221,59 @@ def test_a_figure_is_drawn_once_at_its_size(inline_formats, layout):
         plt.close(fig)
 
 
-@pytest.mark.parametrize("case", ["transparent", "text past the edge", "label cut at the edge"])
-def test_anything_else_is_cropped_as_the_inline_backend_does(inline_formats, case):
-    inline_formats("png")
-    layout = None if case == "label cut at the edge" else "constrained"
-    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout=layout)
-    ax.plot([0, 1], [1, 0])
-    if case == "transparent":
-        fig.patch.set_alpha(0.0)
-    if case == "text past the edge":
-        fig.text(0.5, -0.05, "a note below the axes", ha="center")  # outside the layout
-    if case == "label cut at the edge":
-        ax.set_position((0.1, 0.02, 0.85, 0.9))  # its x tick labels run past the bottom edge
+CASES = {
+    "transparent": lambda fig, ax: fig.patch.set_alpha(0.0),
+    "no background": lambda fig, ax: fig.patch.set_visible(False),
+    "figure text past the edge": lambda fig, ax: fig.text(0.5, -0.05, "a note", ha="center"),
+    "axes text past the edge": lambda fig, ax: ax.text(1.3, 0.5, "note", transform=ax.transAxes),
+    "legend past the edge": lambda fig, ax: ax.legend(["line"], bbox_to_anchor=(1.35, 1.0)),
+    "tick labels past the edge": lambda fig, ax: ax.set_position((0.1, 0.02, 0.85, 0.9)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_anything_else_is_shown_as_the_inline_backend_does(ipython, case):
+    png = ipython("png", bbox_inches="tight")
+    fig, ax = line_figure(layout=None if "past the edge" in case else "constrained")
+    CASES[case](fig, ax)
     try:
-        assert shown(fig) == tight(fig)
+        assert shown(fig) == inline_default(png, fig)
+        if "past the edge" in case:
+            assert png_size(shown(fig)) != (200, 125)  # the tight crop reaches out to it
     finally:
         plt.close(fig)
 
 
-def test_the_chosen_inline_format_is_kept(inline_formats):
-    fig, ax = _figures.subplots(figsize=(4, 2.5), dpi=50, layout="constrained")
-    ax.plot([0, 1], [1, 0])
+def test_other_inline_settings_are_ipythons_own(ipython):
+    import base64
+
+    fig, _ = line_figure()
     try:
-        inline_formats("retina")
-        assert shown(fig) == tight(fig, "retina")
-        inline_formats("svg")
+        png = ipython("png", bbox_inches="tight", dpi=25)  # set_matplotlib_formats("png", dpi=25)
+        assert shown(fig) == inline_default(png, fig)
+        assert png_size(shown(fig))[0] < 120  # at 25 dpi
+        ipython("retina", bbox_inches="tight")
+        data, metadata = _figures._inline_png(fig)  # twice the pixels, shown at half their size
+        assert metadata["width"] == png_size(base64.b64decode(data))[0] // 2
+        ipython("svg")
         assert shown(fig) is None  # no PNG asked for: IPython shows the SVG alone
     finally:
         plt.close(fig)
 
 
-def test_ipython_shows_lesson_figures_through_inline_png(monkeypatch):
+def test_outside_ipython_nothing_is_shown(monkeypatch):
     import IPython
-    from IPython.core.formatters import DisplayFormatter
 
-    shell = type("Shell", (), {"display_formatter": DisplayFormatter()})()
-    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
-    _figures._register_inline_png()
-    png = shell.display_formatter.formatters["image/png"]
-    assert png.lookup_by_type(_figures.LessonFigure) is _figures._inline_png
     monkeypatch.setattr(IPython, "get_ipython", lambda: None)
-    _figures._register_inline_png()  # outside IPython: nothing to do, no error
+    fig, _ = line_figure()
+    try:
+        assert _figures._inline_png(fig) is None
+        _figures._register_inline_png()  # nothing to register with, and no error
+    finally:
+        plt.close(fig)
+
+
+def test_ipython_shows_lesson_figures_through_inline_png(ipython):
+    png = ipython("png", bbox_inches="tight")
+    _figures._register_inline_png()
+    assert png.lookup_by_type(_figures.LessonFigure) is _figures._inline_png
