@@ -161,6 +161,8 @@ def test_stored_figures_fit_the_column_and_lose_nothing_at_the_edge(notebook):
     import numpy as np
     from PIL import Image
 
+    from attn_lib.lessons._figures import ink_on_edge
+
     name, nb = notebook
     for index, cell, _ in code_cells(nb):
         for output in cell.get("outputs", []):
@@ -172,10 +174,10 @@ def test_stored_figures_fit_the_column_and_lose_nothing_at_the_edge(notebook):
                 f"{name}: cell {index}: a figure {image.width} px wide, wider than the "
                 f"notebook's {NOTEBOOK_COLUMN_PX} px column"
             )
-            pixels = np.asarray(image.convert("RGB")).astype(np.int16)
-            edges = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
-            ink = np.abs(edges - pixels[0, 0]).sum(axis=-1) > 24
-            assert not ink.any(), f"{name}: cell {index}: a figure has ink on its edge (cut?)"
+            pixels = np.asarray(image.convert("RGB"))
+            assert not ink_on_edge(pixels, background=pixels[0, 0].astype(np.int16)), (
+                f"{name}: cell {index}: a figure has ink on its edge (cut?)"
+            )
 
 
 def test_kernelspec_metadata(notebook):

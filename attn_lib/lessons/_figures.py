@@ -8,6 +8,7 @@ a dashboard (00–10); the NaN colours by 06 and 08; the weight colours of bars 
 
 from __future__ import annotations
 
+import base64
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -118,8 +119,6 @@ def _inline_png(fig: Figure) -> object:
     the tight crop would cut nothing; where it would reach past an edge, or touch one, the
     tight crop after all. Any other inline setting (retina, SVG only, a dpi) is IPython's own.
     """
-    import base64
-
     from IPython import get_ipython
     from IPython.core.pylabtools import print_figure
 
@@ -161,10 +160,16 @@ def _all_inside(canvas: FigureCanvasAgg) -> bool:
     width, height = fig.get_size_inches()
     if tight.x0 < 0 or tight.y0 < 0 or tight.x1 > width or tight.y1 > height:
         return False
-    pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
-    edges = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
     background = np.round(np.asarray(fig.get_facecolor()[:3]) * 255)
-    return not (np.abs(edges - background).sum(axis=-1) > 24).any()
+    return not ink_on_edge(np.asarray(canvas.buffer_rgba())[..., :3], background)
+
+
+def ink_on_edge(pixels: np.ndarray, background: np.ndarray) -> bool:
+    """Whether an RGB image (H, W, 3), 0-255, has anything but ``background`` on its outermost
+    pixels (a label running into the edge, maybe cut there)."""
+    pixels = pixels.astype(np.int16)
+    edges = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    return bool((np.abs(edges - background).sum(axis=-1) > 24).any())
 
 
 def _register_inline_png() -> None:

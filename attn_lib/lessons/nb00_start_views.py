@@ -15,13 +15,7 @@ from matplotlib.figure import Figure
 
 from ..softmax import stable_softmax
 from ._dashboard import Dashboard, _temperature_slider
-from ._figures import (
-    BlitRenderer,
-    _weight_color,
-    freeze_layout,
-    new_figure,
-    subplots,
-)
+from ._figures import BlitRenderer, _weight_color, freeze_layout, new_figure, subplots
 from .nb00_start import CHECK_SCORES
 
 LABELS = tuple(f"key {j}\nscore {s:g}" for j, s in enumerate(CHECK_SCORES))

@@ -18,12 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from ._dashboard import Dashboard, _selection_slider, _temperature_slider, _toggle_buttons
-from ._figures import (
-    BlitRenderer,
-    _closes_figures_on_error,
-    figure,
-    new_figure,
-)
+from ._figures import BlitRenderer, _closes_figures_on_error, figure, new_figure
 from .nb03_scaling import (
     SATURATION_D_KS,
     SCALINGS,

@@ -18,12 +18,7 @@ from matplotlib.patches import Rectangle
 
 from ..checks import fmt_shape
 from ._dashboard import Dashboard
-from ._figures import (
-    BlitRenderer,
-    _closes_figures_on_error,
-    figure,
-    new_figure,
-)
+from ._figures import BlitRenderer, _closes_figures_on_error, figure, new_figure
 from .nb04_shapes import ShapeTable, shape_table
 
 # The sliders' bounds; the drawing's scale is set for the largest sizes, so boxes compare
