@@ -6,6 +6,7 @@ and §10 (the dashboard: every run, browsed). The runs come from ``nb09_training
 
 from __future__ import annotations
 
+import textwrap
 from itertools import product
 
 import ipywidgets as widgets
@@ -43,10 +44,9 @@ def plot_retrieval_task(keys, query, values, target: int, *, figsize=(8.4, 4.2))
     (L, d_v) with the target row outlined."""
     k, q, v = _to_numpy(keys), _to_numpy(query), _to_numpy(values)
     L, top = k.shape[0], float(max(np.abs(k).max(), np.abs(q).max(), np.abs(v).max()))
-    # No layout engine (a third of the drawing time): fixed gaps, and the notebook's inline
-    # backend crops the margins.
     fig, (ax_k, ax_d, ax_v) = subplots(1, 3, figsize=figsize, width_ratios=[1.0, 0.8, 1.0],
-                                           gridspec_kw={"wspace": 0.45})  # fmt: skip
+                                       layout="constrained")  # fmt: skip
+    fig.get_layout_engine().set(wspace=0.06)  # room between a panel and the next one's labels
     image = ax_k.imshow(np.vstack([k, q]), cmap=VECTOR_CMAP, vmin=-top, vmax=top, aspect="auto")
     ax_k.axhline(L - 0.5, color="black", linewidth=3)
     ax_k.set_yticks(range(L + 1), [f"key {i}" for i in range(L)] + ["query"])
@@ -65,7 +65,7 @@ def plot_retrieval_task(keys, query, values, target: int, *, figsize=(8.4, 4.2))
     for ax in (ax_k, ax_v):
         ax.add_patch(Rectangle((-0.5, target - 0.5), k.shape[1], 1.0, fill=False, linewidth=2.5))
     fig.colorbar(image, cax=ax_v.inset_axes([1.04, 0, 0.05, 1])).set_label("entry (signed)")
-    fig.suptitle("One retrieval task: find the key the query copies, return its value", y=1.04)
+    fig.suptitle("One retrieval task: find the key the query copies, return its value")
     return fig
 
 
@@ -78,13 +78,12 @@ def _loss_axis(ax: Axes, threshold: float, baseline: float, steps: int) -> None:
 
 
 @_closes_figures_on_error
-def plot_loss_grid(experiment: ScalingExperiment, *, panel_size=(4.6, 1.8)) -> Figure:
+def plot_loss_grid(experiment: ScalingExperiment, *, panel_size=(4.2, 1.8)) -> Figure:
     """Every run's smoothed loss, one line per seed and one panel per (setting, d_k), with
     the number of runs that end above the threshold."""
     rows, cols = len(experiment.settings), len(experiment.d_ks)
     fig, axes = subplots(rows, cols, figsize=(panel_size[0] * cols, panel_size[1] * rows),
-                             sharex=True, sharey=True, squeeze=False,
-                             gridspec_kw={"hspace": 0.15, "wspace": 0.06})  # fmt: skip
+                         sharex=True, sharey=True, squeeze=False, layout="constrained")  # fmt: skip
     for (i, setting), (j, d_k) in product(
         enumerate(experiment.settings), enumerate(experiment.d_ks)
     ):
@@ -100,11 +99,12 @@ def plot_loss_grid(experiment: ScalingExperiment, *, panel_size=(4.6, 1.8)) -> F
         ax.text(0.98, 0.93, f"stalled {n}/{run.n_seeds}", transform=ax.transAxes, ha="right",
                 va="top", fontsize=9, color="#B00000" if n else "black")  # fmt: skip
         ax.set_title(f"d_k = {d_k}" if i == 0 else "")
-        ax.set_ylabel(f"{LABELS[setting]}\nloss" if j == 0 else "", fontsize=9)
+        row = "\n".join(textwrap.wrap(LABELS[setting], 16))  # as tall as a panel at most
+        ax.set_ylabel(f"{row}\nloss" if j == 0 else "", fontsize=9)
     for ax in axes[-1]:
         ax.set_xlabel("optimizer step")
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="upper center", ncols=2,
-               bbox_to_anchor=(0.5, 0.04), frameon=False)  # fmt: skip
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncols=2,
+               frameon=False)  # fmt: skip
     fig.suptitle(f"Every run's loss (mean over the last {run.task.window} steps), one line "
                  "per seed")  # fmt: skip
     return fig

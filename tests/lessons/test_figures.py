@@ -187,7 +187,8 @@ def inline_default(png_formatter, fig) -> bytes:
 
 
 def png_size(png: bytes) -> tuple[int, int]:
-    return decode(png).shape[1], decode(png).shape[0]
+    height, width = decode(png).shape[:2]
+    return width, height
 
 
 def line_figure(layout="constrained"):
@@ -237,9 +238,10 @@ def test_anything_else_is_shown_as_the_inline_backend_does(ipython, case):
     fig, ax = line_figure(layout=None if "past the edge" in case else "constrained")
     CASES[case](fig, ax)
     try:
-        assert shown(fig) == inline_default(png, fig)
+        ours = shown(fig)
+        assert ours == inline_default(png, fig)
         if "past the edge" in case:
-            assert png_size(shown(fig)) != (200, 125)  # the tight crop reaches out to it
+            assert png_size(ours) != (200, 125)  # the tight crop reaches out to it
     finally:
         plt.close(fig)
 
@@ -250,8 +252,9 @@ def test_other_inline_settings_are_ipythons_own(ipython):
     fig, _ = line_figure()
     try:
         png = ipython("png", bbox_inches="tight", dpi=25)  # set_matplotlib_formats("png", dpi=25)
-        assert shown(fig) == inline_default(png, fig)
-        assert png_size(shown(fig))[0] < 120  # at 25 dpi
+        ours = shown(fig)
+        assert ours == inline_default(png, fig)
+        assert png_size(ours)[0] < 120  # at 25 dpi
         ipython("retina", bbox_inches="tight")
         data, metadata = _figures._inline_png(fig)  # twice the pixels, shown at half their size
         assert metadata["width"] == png_size(base64.b64decode(data))[0] // 2

@@ -19,7 +19,9 @@ from helpers import (
     no_new_figures,
     png_of,
 )
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from attn_lib.lessons import _figures
 from attn_lib.lessons import nb09_training as training
 from attn_lib.lessons import nb09_training_views as views
 
@@ -103,4 +105,7 @@ def test_static_figures(experiment):
         heights = torch.tensor([bar.get_width() for bar in bars], dtype=keys.dtype)
         torch.testing.assert_close(heights, keys @ query)
         for f in (grid, task_figure):
+            canvas = FigureCanvasAgg(f)
+            canvas.draw()
+            assert _figures._all_inside(canvas)  # a notebook shows it as drawn, uncropped
             plt.close(f)
