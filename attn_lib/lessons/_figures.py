@@ -424,8 +424,11 @@ def new_figure(figsize: tuple[float, float] = (8.4, 3.9), dpi: float = 80) -> Fi
 
 def freeze_layout(fig: Figure) -> None:
     """Run the layout engine once, then keep the axes where they are (constrained layout costs
-    tens of ms a draw; a dashboard whose labels keep their size needs it once)."""
-    fig.draw_without_rendering()
+    tens of ms a draw; a dashboard whose labels keep their size needs it once). The layout
+    alone: a draw without rendering would also walk every artist, for the same positions."""
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)
     fig.set_layout_engine("none")
 
 
