@@ -96,18 +96,34 @@ def test_notebook_seconds_sums_each_notebooks_cells(benchmark, tmp_path):
 
 
 def test_p1_judges_the_median_of_several_runs(benchmark, monkeypatch, capsys):
-    walls = iter([70.0, 55.0, 58.0])
+    def fake_runs(*runs):
+        walls = iter(runs)
 
-    def fake_run():
-        return {"wall": next(walls), "cpu": 100.0, "tail": "9 passed", "failed": False,
-                "last_lines": [], "groups": {"notebooks": 1.0, "unit": 2.0, "browser": 3.0},
-                "notebooks": {"07_masks.ipynb": 4.0}}  # fmt: skip
+        def run():
+            wall, failed = next(walls)
+            return {"wall": wall, "cpu": 100.0, "tail": "9 passed", "failed": failed,
+                    "last_lines": [], "groups": {"notebooks": 1.0, "unit": 2.0, "browser": 3.0},
+                    "notebooks": {"07_masks.ipynb": 4.0}}  # fmt: skip
 
-    monkeypatch.setattr(benchmark, "one_pytest_run", fake_run)
-    benchmark.rows.clear()
-    benchmark.bench_pytest(3)
-    judged = [r for r in benchmark.rows if r[3].endswith(("ok", "MISSED"))]
-    assert judged == [("P1", "full pytest run, median of 3", "58.0 s", "<= 60 s ok")]
-    assert sum("run " in r[1] for r in benchmark.rows) == 3  # each run printed, unjudged
-    assert "07_masks.ipynb" in capsys.readouterr().out
-    benchmark.rows.clear()
+        monkeypatch.setattr(benchmark, "one_pytest_run", run)
+
+    def judged():
+        return [r[1:] for r in benchmark.rows if r[3].endswith(("ok", "MISSED"))]
+
+    try:
+        benchmark.rows.clear()
+        fake_runs((70.0, False), (55.0, False), (58.0, False))
+        benchmark.bench_pytest(3)
+        assert judged() == [("full pytest run, median of 3", "58.0 s", "<= 60 s ok")]
+        assert sum("run " in r[1] for r in benchmark.rows) == 3  # each run printed, unjudged
+        assert "07_masks.ipynb" in capsys.readouterr().out
+        benchmark.rows.clear()
+        fake_runs((5.0, True), (58.0, False), (70.0, False))  # a crash is not a fast run
+        benchmark.bench_pytest(3)
+        assert judged() == [("full pytest run, median of 2 (1 failed)", "70.0 s", "<= 60 s MISSED")]
+        benchmark.rows.clear()
+        fake_runs((50.0, False), (70.0, False))  # an even count: a run's own time, the upper one
+        benchmark.bench_pytest(2)
+        assert judged() == [("full pytest run, median of 2", "70.0 s", "<= 60 s MISSED")]
+    finally:
+        benchmark.rows.clear()

@@ -30,7 +30,8 @@ from .nb09_training import LABELS, ScalingExperiment
 
 # One colour per setting in every figure; "scaled" and "unscaled" have notebook 03's colours
 # for "÷ √d_k" and "none" (Okabe-Ito palette).
-COLORS = {"scaled": "#0072B2", "unscaled": "#D55E00", "unscaled_init": "#CC79A7"}
+COLORS = {"scaled": "#0072B2", "unscaled": "#D55E00", "unscaled_init": "#CC79A7",
+          "unscaled_reparam": "#009E73"}  # fmt: skip
 VECTOR_CMAP = "RdBu_r"  # signed entries (never the weights' colormap)
 _LOSS_TOP = 2.0  # the loss axes' top: a smoothed loss above it is drawn at it
 
@@ -54,7 +55,7 @@ def plot_retrieval_task(keys, query, values, target: int, *, figsize=(8.4, 4.2))
     ax_k.set_xlabel("feature (0 … d_model − 1)")
     ax_d.barh(range(L), k @ q, color=["0.25" if i == target else "0.7" for i in range(L)])
     ax_d.axvline(0.0, color="black", linewidth=0.8)
-    ax_d.set_ylim(L - 0.5, -0.5)
+    ax_d.set_ylim(L + 0.5, -0.5)  # a row for the query too: key i level with key i on the left
     ax_d.set_yticks(range(L), [f"key {i}" for i in range(L)])
     ax_d.set_title("similarity to the query\n(dark: the copied key)", fontsize=10)
     ax_d.set_xlabel("query · key")
@@ -62,8 +63,8 @@ def plot_retrieval_task(keys, query, values, target: int, *, figsize=(8.4, 4.2))
     ax_v.set_yticks(range(L), [f"value {i}" for i in range(L)])
     ax_v.set_title(f"values: the target\nis value {target}", fontsize=10)
     ax_v.set_xlabel("entry (0 … d_v − 1)")
-    for ax in (ax_k, ax_v):
-        ax.add_patch(Rectangle((-0.5, target - 0.5), k.shape[1], 1.0, fill=False, linewidth=2.5))
+    for ax, width in ((ax_k, k.shape[1]), (ax_v, v.shape[1])):
+        ax.add_patch(Rectangle((-0.5, target - 0.5), width, 1.0, fill=False, linewidth=2.5))
     fig.colorbar(image, cax=ax_v.inset_axes([1.04, 0, 0.05, 1])).set_label("entry (signed)")
     fig.suptitle("One retrieval task: find the key the query copies, return its value")
     return fig

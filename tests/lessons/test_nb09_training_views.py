@@ -109,3 +109,17 @@ def test_static_figures(experiment):
             canvas.draw()
             assert _figures._all_inside(canvas)  # a notebook shows it as drawn, uncropped
             plt.close(f)
+
+
+def test_every_setting_has_a_colour_and_the_outlines_span_their_rows():
+    assert set(views.COLORS) == set(training.LABELS)  # any setting can be plotted
+    keys, query, values = torch.randn(5, 3), torch.randn(3), torch.randn(5, 7)  # d_v ≠ d_model
+    fig = views.plot_retrieval_task(keys, query, values, target=2)
+    try:
+        ax_k, ax_d, ax_v = fig.axes[:3]
+        for ax, width in ((ax_k, 3), (ax_v, 7)):
+            (outline,) = [p for p in ax.patches if not p.get_fill()]
+            assert outline.get_width() == width and outline.get_y() == 1.5  # row 2, all of it
+        assert ax_d.get_ylim() == ax_k.get_ylim()  # key i level with key i
+    finally:
+        plt.close(fig)
