@@ -42,6 +42,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -266,6 +267,17 @@ class Lab:
         pytest.fail(f"{message}{where}", pytrace=False)
 
 
+def running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``processes`` still running (a zombie has exited: only its parent's wait, or
+    init's, is left)."""
+    left = []
+    for p in processes:
+        with contextlib.suppress(psutil.Error):
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p)
+    return left
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Lab]:
     """JupyterLab on a temporary folder holding the dashboards' notebook, and one page.
@@ -339,7 +351,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
         finally:
             leftovers = server_stopped.result()
             stopping.shutdown()
-            _, alive = psutil.wait_procs(started, timeout=10)
+            # Ended is exited or a zombie: Chromium's zygotes outlive its main process as
+            # zombies until the system's init reaps them (up to 2 s on some machines).
+            deadline = time.monotonic() + 10
+            while (alive := running(started)) and time.monotonic() < deadline:
+                time.sleep(0.05)
             for p in alive:
                 with contextlib.suppress(psutil.Error):
                     leftovers.append(f"pid {p.pid}: {' '.join(p.cmdline())[:200]}")
@@ -737,3 +753,16 @@ def test_missing_chromium_fails_when_required(monkeypatch):
     monkeypatch.setenv("REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match="REQUIRE_BROWSER=1, but ATTN_CHROMIUM="):
         chromium_or_unavailable()
+
+
+def test_a_zombie_counts_as_ended():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not waited for yet
+    process = psutil.Process(child.pid)
+    deadline = time.monotonic() + 10
+    while process.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        assert running([process]) == []
+        assert running([psutil.Process()]) == [psutil.Process()]  # this one runs
+    finally:
+        child.wait()
