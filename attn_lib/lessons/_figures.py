@@ -9,6 +9,7 @@ a dashboard (00–10); the NaN colours by 06 and 08; the weight colours of bars 
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -427,8 +428,9 @@ def freeze_layout(fig: Figure) -> None:
     tens of ms a draw; a dashboard whose labels keep their size needs it once). The layout
     alone: a draw without rendering would also walk every artist, for the same positions."""
     engine = fig.get_layout_engine()
-    if engine is not None:
-        engine.execute(fig)
+    if engine is not None and fig.axes:  # as Figure.draw runs it, ValueError ignored
+        with contextlib.suppress(ValueError):
+            engine.execute(fig)
     fig.set_layout_engine("none")
 
 

@@ -5,12 +5,14 @@ closes its figure."""
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 from helpers import decode, no_new_figures
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from attn_lib import causal_mask
 from attn_lib.lessons import _figures
@@ -280,3 +282,20 @@ def test_ipython_shows_lesson_figures_through_inline_png(ipython):
     png = ipython("png", bbox_inches="tight")
     _figures._register_inline_png()
     assert png.lookup_by_type(_figures.LessonFigure) is _figures._inline_png
+
+
+def test_freeze_layout_runs_the_engine_as_a_draw_would():
+    empty = _figures.new_figure()  # no axes: nothing to lay out, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _figures.freeze_layout(empty)
+    assert not isinstance(empty.get_layout_engine(), ConstrainedLayoutEngine)  # frozen
+    fig = _figures.new_figure(figsize=(4, 2), dpi=50)
+    ax = fig.subplots()
+    ax.set(xlabel="key position j", title="weights")
+    _figures.freeze_layout(fig)
+    frozen = ax.get_position().bounds
+    assert frozen != (0.125, 0.11, 0.775, 0.77)  # laid out, not matplotlib's default place
+    ax.set_title("a much longer title that would move the axes if laid out again")
+    decode(_figures.figure_to_png(fig))
+    assert ax.get_position().bounds == frozen  # kept where the layout put it
