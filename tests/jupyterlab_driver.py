@@ -255,11 +255,11 @@ class LabServer:
         found = []
         for p in psutil.process_iter(["pid"]):
             try:
-                if os.getsid(p.pid) == self.process.pid and p.status() != psutil.STATUS_ZOMBIE:
+                if os.getsid(p.pid) == self.process.pid:
                     found.append(p)
             except (ProcessLookupError, PermissionError, psutil.Error):
                 continue
-        return found
+        return running(found)
 
     def stop(self, timeout: float = 15.0) -> list[str]:
         """Stop the server and its kernels; SIGKILL whatever does not go.
@@ -284,15 +284,36 @@ class LabServer:
         except subprocess.TimeoutExpired:
             _killpg(pgid)
             self.process.wait(timeout=5)
-        _, alive = psutil.wait_procs(self.started, timeout=5)
+        alive = wait_until_ended(self.started, timeout=5)
         alive += [p for p in self.session_processes() if p not in alive]
         if alive:
             _killpg(pgid)
             for p in alive:
                 with contextlib.suppress(psutil.Error):
                     p.kill()
-            psutil.wait_procs(alive, timeout=5)
+            wait_until_ended(alive, timeout=5)
         return [_describe(p) for p in alive]
+
+
+def running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``processes`` still running. A zombie has exited (only its parent's wait, or
+    init's, is left), unless other threads outlive its main one: Linux shows that too as Z."""
+    left = []
+    for p in processes:
+        with contextlib.suppress(psutil.Error):
+            if p.is_running() and (p.status() != psutil.STATUS_ZOMBIE or p.num_threads() > 1):
+                left.append(p)
+    return left
+
+
+def wait_until_ended(processes: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every one of ``processes`` has ended (see running()); those still running
+    after ``timeout`` seconds. (psutil.wait_procs would also wait for the zombies: Chromium's
+    zygotes stay zombies until init reaps them, up to 2 s on some machines.)"""
+    deadline = time.monotonic() + timeout
+    while (alive := running(processes)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive
 
 
 def _killpg(pgid: int, sig: int = signal.SIGKILL) -> None:

@@ -63,6 +63,8 @@ from jupyterlab_driver import (
     find_chromium,
     launch_lab,
     require_playwright,
+    running,
+    wait_until_ended,
     wait_until_up,
 )
 
@@ -267,17 +269,6 @@ class Lab:
         pytest.fail(f"{message}{where}", pytrace=False)
 
 
-def running(processes: list[psutil.Process]) -> list[psutil.Process]:
-    """Those of ``processes`` still running. A zombie has exited (only its parent's wait, or
-    init's, is left), unless other threads outlive its main one: Linux shows that too as Z."""
-    left = []
-    for p in processes:
-        with contextlib.suppress(psutil.Error):
-            if p.is_running() and (p.status() != psutil.STATUS_ZOMBIE or p.num_threads() > 1):
-                left.append(p)
-    return left
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Lab]:
     """JupyterLab on a temporary folder holding the dashboards' notebook, and one page.
@@ -351,11 +342,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
         finally:
             leftovers = server_stopped.result()
             stopping.shutdown()
-            # Ended is exited or a zombie: Chromium's zygotes outlive its main process as
-            # zombies until the system's init reaps them (up to 2 s on some machines).
-            deadline = time.monotonic() + 10
-            while (alive := running(started)) and time.monotonic() < deadline:
-                time.sleep(0.05)
+            alive = wait_until_ended(started, timeout=10)
             for p in alive:
                 with contextlib.suppress(psutil.Error):
                     leftovers.append(f"pid {p.pid}: {' '.join(p.cmdline())[:200]}")
